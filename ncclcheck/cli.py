@@ -1,0 +1,144 @@
+"""The command line: thin click commands over the library."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Callable
+
+import click
+
+from ncclcheck import __version__
+
+FORMATS = ("table", "json", "markdown")
+
+
+class UsageFailure(click.UsageError):
+    """Bad usage or unusable input: one line on stderr, exit code 2."""
+
+
+def probe_options(func: Callable) -> Callable:
+    """Options every probe command takes (see docs/cli.md)."""
+    decorators = [
+        click.option("--format", "fmt", type=click.Choice(FORMATS), default="table",
+                     show_default=True, help="Output format; json prints exactly one document."),
+        click.option("--junit", "junit", type=click.Path(dir_okay=False, writable=True),
+                     help="Also write JUnit XML (one testcase per check) to FILE."),
+        click.option("--timeout", type=click.FloatRange(min=0.1), default=60.0,
+                     show_default=True, help="Deadline in seconds for the whole command."),
+        click.option("--strict", is_flag=True, help="Warnings count as failures for the exit code."),
+        click.option("--nodes", "--num-nodes", "nodes", type=click.IntRange(min=1),
+                     help="Nodes in the job (Lightning's num_nodes)."),
+        click.option("--gpus-per-node", "--devices", "gpus_per_node", type=click.IntRange(min=1),
+                     help="GPUs (processes) per node (Lightning's devices)."),
+    ]
+    for decorator in reversed(decorators):
+        func = decorator(func)
+    return func
+
+
+def _context(timeout: float, nodes: int | None, gpus_per_node: int | None, **options):
+    from ncclcheck.context import ProbeContext
+    return ProbeContext(env=dict(os.environ), nodes=nodes, gpus_per_node=gpus_per_node,
+                        timeout=timeout, options=options)
+
+
+def _run(families: list[str], fmt: str, junit: str | None, timeout: float, strict: bool,
+         nodes: int | None, gpus_per_node: int | None, **options) -> None:
+    from ncclcheck.runner import emit, run_checks
+    ctx = _context(timeout, nodes, gpus_per_node, **options)
+    report = run_checks(families, ctx)
+    sys.exit(emit(report, fmt, junit, strict))
+
+
+def _family_list(value: str | None, option: str) -> list[str]:
+    from ncclcheck.probes import FAMILY_NAMES
+    if not value:
+        return []
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    unknown = [n for n in names if n not in FAMILY_NAMES]
+    if unknown:
+        raise UsageFailure(f"{option}: unknown probe family {', '.join(unknown)} "
+                           f"(known: {', '.join(FAMILY_NAMES)})")
+    return names
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="ncclcheck")
+def cli() -> None:
+    """Preflight and post-mortem diagnostics for multi-node PyTorch / Lightning over NCCL.
+
+    Run `ncclcheck run` before a job (on every rank under its launcher) and
+    `ncclcheck explain LOG` after one failed.
+    """
+
+
+@cli.command()
+@probe_options
+@click.option("--checks", help="Comma-separated probe families to run (default: all).")
+@click.option("--skip", help="Comma-separated probe families to leave out.")
+@click.option("--no-bench", is_flag=True, help="Leave out the all-reduce benchmark.")
+def run(fmt, junit, timeout, strict, nodes, gpus_per_node, checks, skip, no_bench) -> None:
+    """Run every probe family and print one report.
+
+    \b
+    Example:
+      ncclcheck run --nodes 2 --gpus-per-node 4 --format json
+    """
+    from ncclcheck.probes import FAMILY_NAMES
+    chosen = _family_list(checks, "--checks") or list(FAMILY_NAMES)
+    skipped = set(_family_list(skip, "--skip")) | ({"bench"} if no_bench else set())
+    _run([f for f in chosen if f not in skipped], fmt, junit, timeout, strict, nodes, gpus_per_node)
+
+
+@cli.command()
+@probe_options
+def ranks(fmt, junit, timeout, strict, nodes, gpus_per_node) -> None:
+    """Check the rank layout against nodes x GPUs and the launcher's variables.
+
+    \b
+    Example (the motivating case, 2 nodes x 4 GPUs):
+      RANK=6 WORLD_SIZE=4 LOCAL_RANK=2 NODE_RANK=1 \\
+        ncclcheck ranks --nodes 2 --gpus-per-node 4
+    """
+    _run(["ranks"], fmt, junit, timeout, strict, nodes, gpus_per_node)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: usage errors become one line on stderr and exit code 2, never a traceback."""
+    args = sys.argv[1:] if argv is None else argv
+    if not args:
+        click.echo(cli.get_help(click.Context(cli, info_name="ncclcheck")))
+        sys.exit(0)
+    try:
+        result = cli.main(args=args, prog_name="ncclcheck", standalone_mode=False)
+    except SystemExit:
+        raise
+    except click.UsageError as exc:
+        message = exc.format_message().splitlines()[0] if exc.format_message() else str(exc)
+        command = exc.ctx.command_path if exc.ctx else "ncclcheck"
+        click.echo(f"{command}: error: {message}", err=True)
+        sys.exit(2)
+    except click.ClickException as exc:
+        click.echo(f"ncclcheck: error: {exc.format_message()}", err=True)
+        sys.exit(2)
+    except click.exceptions.Abort:
+        click.echo("ncclcheck: aborted", err=True)
+        sys.exit(130)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("ncclcheck: interrupted", err=True)
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(1)
+    except OSError as exc:
+        click.echo(f"ncclcheck: error: {exc}", err=True)
+        sys.exit(2)
+    except Exception as exc:  # an unexpected bug still gets one line, not a traceback
+        if os.environ.get("NCCLCHECK_DEBUG"):
+            raise
+        click.echo(f"ncclcheck: internal error: {type(exc).__name__}: {exc} "
+                   "(set NCCLCHECK_DEBUG=1 for the traceback)", err=True)
+        sys.exit(2)
+    sys.exit(result if isinstance(result, int) else 0)

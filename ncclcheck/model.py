@@ -1,0 +1,168 @@
+"""The report model: one result type for every check, and the report that holds them.
+
+Every probe family returns ``CheckResult`` objects; renderers, the cluster gather and the
+exit code all read the same objects, so a check means the same thing everywhere.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable
+
+
+class Status(str, enum.Enum):
+    """Outcome of one check, ordered from best to worst by ``severity``."""
+
+    PASS = "pass"
+    SKIP = "skip"
+    WARN = "warn"
+    ERROR = "error"
+    FAIL = "fail"
+
+    @property
+    def severity(self) -> int:
+        return _SEVERITY[self]
+
+
+_SEVERITY = {Status.PASS: 0, Status.SKIP: 0, Status.WARN: 1, Status.ERROR: 2, Status.FAIL: 2}
+
+
+class Category(str, enum.Enum):
+    """The failure taxonomy shared by probes and the log explainer (see docs/json-schema.md)."""
+
+    RANK_MISMATCH = "rank_mismatch"
+    INTERFACE = "interface"
+    CONNECTION = "connection"
+    NAME_RESOLUTION = "name_resolution"
+    PORT_IN_USE = "port_in_use"
+    VERSION_MISMATCH = "version_mismatch"
+    NET_PLUGIN = "net_plugin"
+    INFINIBAND = "infiniband"
+    SHARED_MEMORY = "shared_memory"
+    P2P = "p2p"
+    DUPLICATE_GPU = "duplicate_gpu"
+    TIMEOUT = "timeout"
+    CUDA = "cuda"
+    OUT_OF_MEMORY = "out_of_memory"
+    RANK_CRASHED = "rank_crashed"
+    CONFIGURATION = "configuration"
+    OTHER = "other"
+
+
+CATEGORIES: tuple[str, ...] = tuple(c.value for c in Category)
+
+
+@dataclass
+class CheckResult:
+    """One check's verdict.
+
+    ``fix`` and ``category`` are required for warn/fail/error and forced to None on pass/skip,
+    so a passing check never carries a stale fix.
+    """
+
+    id: str
+    status: Status
+    summary: str
+    details: dict[str, Any] = field(default_factory=dict)
+    fix: str | None = None
+    category: Category | None = None
+    host: str | None = None
+    rank: int | None = None
+
+    def __post_init__(self) -> None:
+        self.status = Status(self.status)
+        if self.category is not None:
+            self.category = Category(self.category)
+        if self.status in (Status.PASS, Status.SKIP):
+            self.fix = None
+            self.category = None
+        elif self.category is None:
+            self.category = Category.OTHER
+
+    @property
+    def family(self) -> str:
+        return self.id.split(".", 1)[0]
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["status"] = self.status.value
+        data["category"] = self.category.value if self.category else None
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "CheckResult":
+        return cls(
+            id=data["id"],
+            status=Status(data["status"]),
+            summary=data["summary"],
+            details=dict(data.get("details") or {}),
+            fix=data.get("fix"),
+            category=Category(data["category"]) if data.get("category") else None,
+            host=data.get("host"),
+            rank=data.get("rank"),
+        )
+
+
+def passed(id: str, summary: str, **details: Any) -> CheckResult:
+    return CheckResult(id, Status.PASS, summary, details)
+
+
+def skipped(id: str, summary: str, **details: Any) -> CheckResult:
+    return CheckResult(id, Status.SKIP, summary, details)
+
+
+def failed(id: str, summary: str, fix: str, category: Category, **details: Any) -> CheckResult:
+    return CheckResult(id, Status.FAIL, summary, details, fix, category)
+
+
+def warned(id: str, summary: str, fix: str, category: Category, **details: Any) -> CheckResult:
+    return CheckResult(id, Status.WARN, summary, details, fix, category)
+
+
+def errored(id: str, summary: str, fix: str | None = None,
+            category: Category = Category.OTHER, **details: Any) -> CheckResult:
+    return CheckResult(id, Status.ERROR, summary, details,
+                       fix or "Re-run with --format json and report the error text.", category)
+
+
+def overall_status(results: Iterable[CheckResult]) -> str:
+    """The report's status: fail when any check failed or errored, warn when any warned."""
+    worst = max((r.status.severity for r in results), default=0)
+    return {0: "pass", 1: "warn", 2: "fail"}[worst]
+
+
+def exit_code(results: Iterable[CheckResult], strict: bool = False) -> int:
+    """0 nothing failed, 1 something failed (or warned, with --strict)."""
+    status = overall_status(results)
+    if status == "fail" or (strict and status == "warn"):
+        return 1
+    return 0
+
+
+@dataclass
+class Report:
+    """What a probe command produces: the checks, the context they ran in, optional bench data."""
+
+    checks: list[CheckResult]
+    context: dict[str, Any] = field(default_factory=dict)
+    bench: dict[str, Any] | None = None
+
+    @property
+    def status(self) -> str:
+        return overall_status(self.checks)
+
+    def to_dict(self) -> dict[str, Any]:
+        from ncclcheck import __version__
+        from ncclcheck.redact import redact_value_tree
+
+        data: dict[str, Any] = {
+            "tool": "ncclcheck",
+            "version": __version__,
+            "status": self.status,
+            "checks": [c.to_dict() for c in self.checks],
+            "context": self.context,
+        }
+        if self.bench is not None:
+            data["bench"] = self.bench
+        return redact_value_tree(data)

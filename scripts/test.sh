@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs everything the test suite needs into .venv, then runs it. Safe on a fresh machine:
+# torch is pinned to the CPU build first so nothing pulls multi-GB CUDA wheels.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  missing=""
+  command -v ip >/dev/null 2>&1 || missing="$missing iproute2"
+  command -v iptables >/dev/null 2>&1 || missing="$missing iptables"
+  command -v gcc >/dev/null 2>&1 || missing="$missing gcc"
+  if [ -n "$missing" ]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
+  fi
+fi
+
+[ -x .venv/bin/python ] || python3 -m venv .venv
+.venv/bin/pip install -q --disable-pip-version-check torch==2.13.0
+.venv/bin/pip install -q --disable-pip-version-check -e '.[test,lightning]' nvidia-nccl-cu12
+exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

@@ -1,0 +1,53 @@
+"""Shared fixtures. Network-namespace tests skip locally without privileges, but under
+CI=true a skip would hide a missing dependency, so there it fails instead."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from netns import Cluster, netns_unavailable_reason  # noqa: E402
+
+
+def require_netns() -> None:
+    reason = netns_unavailable_reason()
+    if reason is None:
+        return
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"CI=true but {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture
+def netns_cluster():
+    """A factory: ``netns_cluster(prefix, subnet, nodes=2, ifname="eth0")`` -> Cluster (entered);
+    every cluster made is torn down after the test."""
+    require_netns()
+    made: list[Cluster] = []
+
+    def make(prefix: str, subnet: str, nodes: int = 2, ifname: str = "eth0",
+             mtu: int | None = None) -> Cluster:
+        cluster = Cluster(prefix, subnet=subnet, nodes=nodes, ifname=ifname, mtu=mtu).__enter__()
+        made.append(cluster)
+        return cluster
+
+    yield make
+    for cluster in made:
+        cluster.close()
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    """An environment with no launcher, NCCL or torch.distributed variables."""
+    prefixes = ("RANK", "WORLD_SIZE", "LOCAL_", "NODE_RANK", "GROUP_", "MASTER_", "SLURM", "OMPI_",
+                "PMI_", "MPI_LOCAL", "PET_", "JSM_", "LSB_", "TORCHELASTIC", "NCCL_", "TORCH_NCCL",
+                "GLOO_", "ROLE_")
+    for name in list(os.environ):
+        if name.startswith(prefixes):
+            monkeypatch.delenv(name, raising=False)
+    return monkeypatch
