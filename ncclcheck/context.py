@@ -20,6 +20,9 @@ class ProbeContext:
     timeout: float = 60.0
     host: str = field(default_factory=lambda: socket.gethostname().split(".")[0])
     options: dict[str, Any] = field(default_factory=dict)
+    # Cluster mode: the session that connects this rank to the others (see ncclcheck/cluster/);
+    # None when the command runs on one process only.
+    cluster: Any = None
     started: float = field(default_factory=time.monotonic)
 
     @property
