@@ -22,6 +22,9 @@ class Family:
     name: str
     target: str  # "module:function", imported lazily
     summary: str
+    # Cluster mode: "rank" families run on every rank; "node" families only on each node's
+    # leader (LOCAL_RANK 0), and their results are counted per node.
+    scope: str = "rank"
 
     def load(self) -> ProbeFunc:
         module, _, func = self.target.partition(":")
