@@ -104,6 +104,8 @@ def check_launcher(layout: Layout, others: list[str]) -> CheckResult:
 
 def check_env_values(layout: Layout) -> CheckResult:
     if not layout.problems:
+        if not layout.variables:
+            return passed("ranks.env", "no launcher variables set", variables=[])
         return passed("ranks.env", f"{len(layout.variables)} launcher variables parse as integers "
                       "in range", variables=sorted(layout.variables))
     problems = [p.describe() for p in layout.problems]
