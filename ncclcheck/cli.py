@@ -17,6 +17,13 @@ class UsageFailure(click.UsageError):
     """Bad usage or unusable input: one line on stderr, exit code 2."""
 
 
+def _remember_store_port(ctx: click.Context, param: click.Parameter, value: int | None):
+    """--store-port reaches _run through the click context, so commands need not pass it on."""
+    if value is not None:
+        ctx.meta["ncclcheck.store_port"] = value
+    return value
+
+
 def probe_options(func: Callable) -> Callable:
     """Options every probe command takes (see docs/cli.md)."""
     decorators = [
@@ -31,6 +38,10 @@ def probe_options(func: Callable) -> Callable:
                      help="Nodes in the job (Lightning's num_nodes)."),
         click.option("--gpus-per-node", "--devices", "gpus_per_node", type=click.IntRange(min=1),
                      help="GPUs (processes) per node (Lightning's devices)."),
+        click.option("--store-port", type=click.IntRange(1, 65535), expose_value=False,
+                     callback=_remember_store_port,
+                     help="Cluster mode: TCP port of rank 0's report store (default MASTER_PORT; "
+                          "MASTER_PORT+1 under torchrun)."),
     ]
     for decorator in reversed(decorators):
         func = decorator(func)
@@ -47,6 +58,11 @@ def _run(families: list[str], fmt: str, junit: str | None, timeout: float, stric
          nodes: int | None, gpus_per_node: int | None, **options) -> None:
     from ncclcheck.runner import emit, run_checks
     ctx = _context(timeout, nodes, gpus_per_node, **options)
+    from ncclcheck.cluster.job import cluster_layout, run_cluster
+    layout = cluster_layout(ctx.env)
+    if layout is not None:  # one of several ranks: rank 0 reports for the whole job
+        ctx.options["store_port"] = click.get_current_context().meta.get("ncclcheck.store_port")
+        sys.exit(run_cluster(families, ctx, layout, fmt, junit, strict))
     report = run_checks(families, ctx)
     sys.exit(emit(report, fmt, junit, strict))
 

@@ -1,0 +1,85 @@
+"""What each rank says about itself when it joins: place in the job, settings, versions.
+
+Rank 0 compares these across ranks and nodes (ncclcheck/cluster/checks.py); they are sent as
+soon as a rank connects, so a rank that dies later can still be named with its host.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from typing import Any, Mapping
+
+from ncclcheck.launchers import Layout
+from ncclcheck.redact import redact_env
+
+# Settings that must be identical on every rank of one job.
+SAME_EVERYWHERE = ("WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+SAME_PREFIXES = ("NCCL_", "GLOO_")
+
+
+def job_settings(env: Mapping[str, str]) -> dict[str, str]:
+    """The variables compared across ranks, secrets masked."""
+    chosen = {name: value for name, value in env.items()
+              if name in SAME_EVERYWHERE or name.startswith(SAME_PREFIXES)}
+    return dict(sorted(redact_env(chosen).items()))
+
+
+def versions() -> dict[str, str | None]:
+    """Library versions that must match between nodes. torch is already loaded (the store)."""
+    found: dict[str, str | None] = {"python": platform.python_version(), "torch": None,
+                                    "cuda": None, "nccl": None, "driver": _driver_version()}
+    try:
+        import torch
+        found["torch"] = torch.__version__
+        found["cuda"] = torch.version.cuda
+    except Exception:  # torch missing or broken: the versions we can read are still useful
+        return found
+    found["nccl"] = _nccl_version()
+    return found
+
+
+def _nccl_version() -> str | None:
+    try:
+        import torch
+        if torch.cuda.is_available():
+            version = torch.cuda.nccl.version()
+            return ".".join(str(v) for v in version) if isinstance(version, tuple) else str(version)
+    except Exception:
+        pass
+    from importlib import metadata
+    for dist in ("nvidia-nccl-cu12", "nvidia-nccl-cu13", "nvidia-nccl-cu11"):
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def _driver_version() -> str | None:
+    """The NVIDIA kernel driver version, from /proc (no nvidia-smi subprocess)."""
+    try:
+        with open("/proc/driver/nvidia/version", encoding="utf-8", errors="replace") as handle:
+            first = handle.readline()
+    except OSError:
+        return None
+    for word in first.split():
+        if word[:1].isdigit() and "." in word:
+            return word
+    return None
+
+
+def identity(layout: Layout, host: str, env: Mapping[str, str]) -> dict[str, Any]:
+    return {
+        "rank": layout.rank,
+        "world_size": layout.world_size,
+        "local_rank": layout.local_rank,
+        "local_world_size": layout.local_world_size,
+        "node_rank": layout.node_rank,
+        "num_nodes": layout.num_nodes,
+        "host": host,
+        "pid": os.getpid(),
+        "launcher": layout.launcher,
+        "settings": job_settings(env),
+        "versions": versions(),
+    }

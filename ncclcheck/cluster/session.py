@@ -1,0 +1,203 @@
+"""The cluster session: every rank's connection to one TCPStore hosted by rank 0.
+
+The store is torch's TCPStore, never NCCL: NCCL may be the very thing that is broken, and the
+store needs nothing but TCP to MASTER_ADDR. Every key this module writes starts with
+``ncclcheck/``, so probe families can build their own process groups on the same store through
+``torch.distributed.PrefixStore`` without colliding with it.
+
+Waiting is done by the store server (``wait`` on keys), not by polling every key, so a gather
+over N ranks costs O(N) and a barrier costs one counter per rank.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Iterable
+
+from ncclcheck.model import Category
+
+PREFIX = "ncclcheck"
+POLL_S = 0.05
+
+
+class StoreUnavailable(Exception):
+    """This rank could not open (rank 0) or reach (others) the store; says why and what to do."""
+
+    def __init__(self, category: Category, message: str, fix: str, **details: Any) -> None:
+        super().__init__(message)
+        self.category = category
+        self.message = message
+        self.fix = fix
+        self.details = details
+
+
+def key(*parts: object) -> str:
+    return "/".join((PREFIX,) + tuple(str(p) for p in parts))
+
+
+def _seconds(value: float) -> timedelta:
+    return timedelta(seconds=max(0.001, value))
+
+
+@dataclass
+class ClusterSession:
+    """One rank's handle on the job (see docs/cluster.md for the protocol).
+
+    ``store`` is the live TCPStore; wrap it in a PrefixStore to build a process group.
+    """
+
+    store: Any
+    rank: int
+    world_size: int
+    local_rank: int
+    node_rank: int | None
+    host: str
+    address: str
+    port: int
+    slot: int = 0
+
+    @property
+    def is_node_leader(self) -> bool:
+        return self.local_rank == 0
+
+    @property
+    def is_server(self) -> bool:
+        return self.rank == 0
+
+    # -- the interface probe families use ------------------------------------------------
+    def publish(self, name: str, value: Any) -> None:
+        """Publish a JSON value under ``name`` for this rank."""
+        self.store.set(key("data", name, self.rank), json.dumps(value))
+
+    def gather(self, name: str, ranks: Iterable[int] | None = None,
+               timeout: float = 30.0) -> dict[int, Any]:
+        """Values published under ``name`` by ``ranks`` (default all); late ranks are absent."""
+        wanted = self._ranks(ranks)
+        keys = [key("data", name, r) for r in wanted]
+        values = self.read_present(keys, timeout)
+        return {r: json.loads(values[k]) for r, k in zip(wanted, keys) if k in values}
+
+    def barrier(self, name: str, timeout: float, ranks: Iterable[int] | None = None) -> list[int]:
+        """Wait for ``ranks`` (default all) to arrive; returns those that did not ([] if all did)."""
+        wanted = self._ranks(ranks)
+        opened = key("barrier", name, "open")
+        if self.rank in wanted:
+            self.store.set(key("barrier", name, self.rank), "1")
+            if self.store.add(key("barrier", name, "count"), 1) >= len(wanted):
+                self.store.set(opened, "1")
+        if self.wait([opened], timeout):
+            return []
+        return [r for r in wanted if not self.store.check([key("barrier", name, r)])]
+
+    def node_leaders(self, timeout: float) -> dict[int, str]:
+        """rank -> host of every node leader (LOCAL_RANK 0) that connected within ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while self.store.add(key("hellos"), 0) < self.world_size and time.monotonic() < deadline:
+            time.sleep(POLL_S)
+        count = self.store.add(key("leaders"), 0)
+        values = self.read_present([key("leader", i) for i in range(1, count + 1)], 0)
+        leaders = (json.loads(v) for v in values.values())
+        return {entry["rank"]: entry["host"] for entry in sorted(leaders, key=lambda e: e["rank"])}
+
+    # -- store helpers ---------------------------------------------------------------------
+    def wait(self, keys: list[str], timeout: float) -> bool:
+        """True when every key exists before ``timeout`` seconds (the server does the waiting)."""
+        if not keys:
+            return True
+        if timeout <= 0:
+            return bool(self.store.check(keys))
+        try:
+            self.store.wait(keys, _seconds(timeout))
+            return True
+        except RuntimeError as exc:  # DistStoreError: wait timeout (a RuntimeError subclass)
+            if "timeout" in str(exc).lower() or "timed out" in str(exc).lower():
+                return False
+            raise
+
+    def read_present(self, keys: list[str], timeout: float) -> dict[str, bytes]:
+        """The keys that exist within ``timeout`` and their values, in one multi_get."""
+        present = keys if self.wait(keys, timeout) else [k for k in keys if self.store.check([k])]
+        if not present:
+            return {}
+        return dict(zip(present, self.store.multi_get(present)))
+
+    def _ranks(self, ranks: Iterable[int] | None) -> list[int]:
+        return list(range(self.world_size)) if ranks is None else sorted(set(ranks))
+
+    # -- joining the job -------------------------------------------------------------------
+    def announce(self, identity: dict[str, Any]) -> None:
+        """Say who this process is as soon as it is connected, so that rank 0 can name it
+        even if it dies before reporting."""
+        if self.is_node_leader:
+            seq = self.store.add(key("leaders"), 1)
+            self.store.set(key("leader", seq), json.dumps({"rank": self.rank, "host": self.host}))
+        self.slot = self.store.add(key("slots"), 1)
+        self.store.set(key("hello", self.slot), json.dumps(identity))
+        self.store.add(key("hellos"), 1)
+
+
+def open_store(address: str, port: int, is_server: bool, timeout: float) -> Any:
+    """Open (rank 0) or reach (others) the TCPStore, bounded by ``timeout`` even when the
+    client's own retries would run longer; raises StoreUnavailable with the reason."""
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            socket.getaddrinfo(address, port, type=socket.SOCK_STREAM)
+        except (socket.gaierror, UnicodeError) as exc:
+            outcome["error"] = _unresolved(address, exc)
+            return
+        try:
+            import torch.distributed as dist
+            outcome["store"] = dist.TCPStore(address, port, None, is_server, _seconds(timeout),
+                                             wait_for_workers=False)
+        except BaseException as exc:  # a store failure is a finding, not a traceback
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=target, name="ncclcheck-store", daemon=True)
+    worker.start()
+    worker.join(timeout + 1.0)
+    error = outcome.get("error")
+    if isinstance(error, StoreUnavailable):
+        raise error
+    if "store" in outcome:
+        return outcome["store"]
+    raise _store_error(address, port, is_server, timeout, error)
+
+
+def _unresolved(address: str, exc: BaseException) -> StoreUnavailable:
+    return StoreUnavailable(
+        Category.NAME_RESOLUTION,
+        f"MASTER_ADDR={address!r} does not resolve on this host ({exc})",
+        f"Set MASTER_ADDR to a name every node resolves to the rank-0 node (or to its IP "
+        f"address); check /etc/hosts and DNS on this node.", address=address, error=str(exc))
+
+
+def _store_error(address: str, port: int, is_server: bool, timeout: float,
+                 exc: BaseException | None) -> StoreUnavailable:
+    text = str(exc).strip().splitlines()[0] if exc is not None and str(exc).strip() else ""
+    details = {"address": address, "port": port, "error": text or None}
+    if is_server and ("EADDRINUSE" in text or "address already in use" in text.lower()):
+        return StoreUnavailable(
+            Category.PORT_IN_USE,
+            f"rank 0 cannot open the store: TCP port {port} is already in use on this host",
+            f"Free port {port} (see `ss -ltnp 'sport = :{port}'`) or choose another one for every "
+            "rank: --store-port PORT (or a different MASTER_PORT).", **details)
+    if is_server:
+        return StoreUnavailable(
+            Category.CONNECTION,
+            f"rank 0 cannot open the store at {address}:{port}: {text or 'no answer within the deadline'}",
+            f"MASTER_ADDR={address} must name this (rank-0) host and port {port} must be "
+            "free: fix MASTER_ADDR or pass --store-port PORT on every rank.", **details)
+    reason = text or f"no answer within {timeout:.0f} s"
+    return StoreUnavailable(
+        Category.CONNECTION,
+        f"cannot reach the rank-0 store at {address}:{port}: {reason}",
+        f"Make sure rank 0 runs on MASTER_ADDR={address}, that this node can open TCP port {port} "
+        "there (firewall, security group) and that every rank uses the same MASTER_ADDR, "
+        "MASTER_PORT and --store-port.", **details)
