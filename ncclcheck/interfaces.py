@@ -265,6 +265,14 @@ def _in_order(interfaces: Sequence[Interface]) -> Iterator[tuple[Interface, Addr
         yield iface, addr
 
 
+def _choice(iface: Interface, addr: Address) -> SocketChoice:
+    """A scoped (link-local) IPv6 address carries its zone, as getnameinfo prints it."""
+    text = addr.address
+    if addr.family == INET6 and addr.scope_id and "%" not in text:
+        text = f"{text}%{iface.name}"
+    return SocketChoice(iface.name, text, addr.family)
+
+
 def _find(iflist: IfList, interfaces: Sequence[Interface], family: str | None,
           version: tuple[int, int, int], max_ifs: int = MAX_IFS) -> list[SocketChoice]:
     """One ``ncclOsFindInterfaces`` pass."""
@@ -284,7 +292,7 @@ def _find(iflist: IfList, interfaces: Sequence[Interface], family: str | None,
             continue
         if any(c.name == iface.name for c in found):
             continue
-        found.append(SocketChoice(iface.name, addr.address, addr.family))
+        found.append(_choice(iface, addr))
     return found
 
 
@@ -350,7 +358,7 @@ def explain_nccl_choice(env: Mapping[str, str], interfaces: Sequence[Interface],
         if remote is not None:
             for iface, addr in _in_order(interfaces):
                 if _same_subnet(addr, remote):
-                    return NcclPrediction((SocketChoice(iface.name, addr.address, addr.family),),
+                    return NcclPrediction((_choice(iface, addr),),
                                           "NCCL_COMM_ID subnet", None, family, ver)
     steps = (["^docker,lo,virbr", "docker", "lo", "virbr"] if ver >= (2, 28, 0)
              else ["^docker,lo", "docker", "lo"])
@@ -383,7 +391,7 @@ def predict_nccl_bootstrap(env: Mapping[str, str], interfaces: Sequence[Interfac
             return None
         for iface, addr in _in_order(interfaces):
             if _same_subnet(addr, remote):
-                return SocketChoice(iface.name, addr.address, addr.family)
+                return _choice(iface, addr)
         return None
     found = explain_nccl_choice(env, interfaces, version, resolve).interfaces
     return found[0] if found else None
@@ -392,13 +400,18 @@ def predict_nccl_bootstrap(env: Mapping[str, str], interfaces: Sequence[Interfac
 def gloo_interface_names(env: Mapping[str, str]) -> list[str] | None:
     """GLOO_SOCKET_IFNAME as torch splits it, or None when unset (or one character)."""
     value = ifname_setting(env, "GLOO_SOCKET_IFNAME")
-    return value.split(",") if value is not None else None
+    if value is None:
+        return None
+    names = value.split(",")
+    if names[-1] == "":  # torch's split drops one trailing empty token, keeps the others
+        names.pop()
+    return names
 
 
 def _gloo_lookup(name: str, interfaces: Sequence[Interface]) -> SocketChoice | None:
     for iface, addr in _in_order(interfaces):
         if iface.name == name:
-            return SocketChoice(iface.name, addr.address, addr.family)
+            return _choice(iface, addr)
     return None
 
 
@@ -407,7 +420,7 @@ def _bindable(address: str, interfaces: Sequence[Interface]) -> SocketChoice | N
     ip = ipaddress.ip_address(address.split("%")[0])
     for iface, addr in _in_order(interfaces):
         if addr.ip == ip:
-            return SocketChoice(iface.name, addr.address, addr.family)
+            return _choice(iface, addr)
     if ip.version == 4 and ip.is_loopback:  # all of 127/8 binds on the loopback device
         lo = next((i for i in interfaces if i.loopback or i.name == "lo"), None)
         return SocketChoice(lo.name if lo else "lo", str(ip), INET)
@@ -418,7 +431,8 @@ def predict_gloo_interfaces(env: Mapping[str, str], interfaces: Sequence[Interfa
                             hostname_addresses: Sequence[str] | None = None
                             ) -> list[SocketChoice | None]:
     """One entry per Gloo device: GLOO_SOCKET_IFNAME's names (None where a name has no
-    address: torch will raise "Unable to find address for: <name>"), or, unset, the device
+    address or is empty: torch raises "Unable to find address for: <name>" / "interface or
+    hostname can't be empty"), or, unset, the device
     torch builds from the host name (``hostname_addresses``: what it resolves to)."""
     names = gloo_interface_names(env)
     if names is not None:
