@@ -1,0 +1,285 @@
+"""The failure catalogue: every known failure signature, loaded from ``catalogue.toml``.
+
+One signature is one failure with one text. The log explainer matches its patterns against log
+lines; probes call ``signature(id).render(facts)`` so a problem found before a run reads the
+same as the same problem found in a failed run's log.
+"""
+
+from __future__ import annotations
+
+import re
+import signal as _signal
+import string
+import sys
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from typing import Any, Mapping
+
+from ncclcheck.model import Category
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+CATALOGUE_FILE = "catalogue.toml"
+
+# Text between [[ and ]] is dropped when a fact it names is unknown, so one text reads well
+# with or without the facts of a particular line.
+_OPTIONAL = re.compile(r"\[\[(.*?)\]\]", re.S)
+_FORMATTER = string.Formatter()
+
+
+class UnknownSignature(KeyError):
+    """Asked for a signature id the catalogue does not have."""
+
+
+@dataclass(frozen=True)
+class Signature:
+    """One known failure: how to recognise it in a log, what it means and how to fix it.
+
+    ``consequence`` marks failures that usually follow another one (a peer closing its socket
+    because it crashed, a timeout after a rank died); they are never chosen as the root cause
+    while a primary failure is in view; ``warning`` marks messages after which the library
+    carries on. ``priority`` (0-100) orders primary failures when log
+    lines carry no comparable timestamps.
+    """
+
+    id: str
+    category: Category
+    title: str
+    meaning: str
+    fix: str
+    patterns: tuple[str, ...]
+    needles: tuple[str, ...]
+    example: str
+    consequence: bool = False
+    warning: bool = False
+    priority: int = 50
+    requires: tuple[str, ...] = ()
+    compiled: tuple[re.Pattern[str], ...] = field(default=(), repr=False, compare=False)
+
+    @property
+    def explanation(self) -> str:
+        """The meaning text (alias used by probes)."""
+        return self.meaning
+
+    def match(self, line: str) -> dict[str, Any] | None:
+        """Facts captured from ``line`` when one of the patterns matches it, else None."""
+        for pattern in self.compiled:
+            found = pattern.search(line)
+            if found:
+                facts = {k: _typed(v) for k, v in found.groupdict().items() if v is not None}
+                if all(_holds(condition, facts) for condition in self.requires):
+                    return facts
+        return None
+
+    def render(self, facts: Mapping[str, Any] | None = None) -> tuple[str, str]:
+        """(explanation, fix) with the facts filled in; unknown facts drop their optional part."""
+        full = derived_facts(facts or {})
+        return _fill(self.meaning, full), _fill(self.fix, full)
+
+
+def derived_facts(facts: Mapping[str, Any]) -> dict[str, Any]:
+    """Facts plus what follows from them (a signal's name, a PCI bus id, a version string)."""
+    out = dict(facts)
+    if isinstance(out.get("rank"), int) and "needed_world_size" not in out:
+        out["needed_world_size"] = out["rank"] + 1
+    sig = out.get("signal")
+    if isinstance(sig, int) and "signal_name" not in out:
+        out["signal_name"] = _signal_name(sig)
+    exitcode = out.get("exitcode")
+    if isinstance(exitcode, int) and exitcode < 0 and "signal_name" not in out:
+        out["signal"] = -exitcode
+        out["signal_name"] = _signal_name(-exitcode)
+    if isinstance(exitcode, int) and exitcode > 128 and "signal_name" not in out:
+        out["signal_name"] = _signal_name(exitcode - 128)
+    busid = out.get("busid")
+    if busid is not None and "pci_bus_id" not in out:
+        out["pci_bus_id"] = pci_bus_id(str(busid))
+    for key in ("version1", "version2"):
+        code = out.get(key)
+        if isinstance(code, int) and f"{key}_text" not in out:
+            out[f"{key}_text"] = nccl_version_text(code)
+    return out
+
+
+def nccl_version_text(code: int) -> str:
+    """NCCL's integer version code as x.y.z (2.8.4 is 2804, 2.9.6 is 20906)."""
+    if code < 2900:
+        return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
+    return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
+
+
+def pci_bus_id(hex_text: str) -> str:
+    """NCCL prints a GPU's PCI bus id as one hex integer (``1b000``); show it as 0000:1b:00.0."""
+    digits = hex_text.lower().removeprefix("0x").rjust(9, "0")
+    return f"{digits[:-5][-4:].rjust(4, '0')}:{digits[-5:-3]}:{digits[-3:-1]}.{digits[-1]}"
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return _signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+_CONDITION = re.compile(r"^\s*(\w+)\s*(<=|>=|==|!=|<|>)\s*(\w+)\s*$")
+_COMPARE = {
+    "<": lambda a, b: a < b, ">": lambda a, b: a > b, "<=": lambda a, b: a <= b,
+    ">=": lambda a, b: a >= b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b,
+}
+
+
+def _holds(condition: str, facts: Mapping[str, Any]) -> bool:
+    """A ``requires`` condition such as ``member > world_size`` on integer facts."""
+    left, op, right = _CONDITION.match(condition).groups()  # type: ignore[union-attr]
+    values = [facts.get(t) if not t.lstrip("-").isdigit() else int(t) for t in (left, right)]
+    if not all(isinstance(v, int) for v in values):
+        return False
+    return _COMPARE[op](values[0], values[1])
+
+
+def _typed(value: str) -> Any:
+    return int(value) if re.fullmatch(r"-?\d{1,18}", value) else value
+
+
+def _fill(template: str, facts: Mapping[str, Any]) -> str:
+    def optional(part: re.Match[str]) -> str:
+        names = [name for _, name, _, _ in _FORMATTER.parse(part.group(1)) if name]
+        return part.group(1) if all(n in facts for n in names) else ""
+
+    text = _OPTIONAL.sub(optional, template)
+    try:
+        return text.format_map(_Missing(facts))
+    except (ValueError, IndexError):
+        return text
+
+
+class _Missing(dict):
+    def __missing__(self, key: str) -> str:
+        return f"<{key}>"
+
+
+def _needles(patterns: list[str], given: list[str] | None) -> tuple[str, ...]:
+    """The literal strings that must appear in a line before its regex is worth running."""
+    if given:
+        return tuple(given)
+    return tuple(required_literal(p) for p in patterns)
+
+
+def required_literal(pattern: str) -> str:
+    """The longest run of plain characters every match of ``pattern`` must contain.
+
+    Only text outside groups counts; a top-level ``|`` is refused (give one pattern per branch).
+    """
+    runs: list[str] = []
+    current: list[str] = []
+    depth = 0
+    i = 0
+
+    def close() -> None:
+        if current:
+            runs.append("".join(current))
+            current.clear()
+
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\" and i + 1 < len(pattern):
+            nxt = pattern[i + 1]
+            if depth == 0 and not nxt.isalnum():
+                current.append(nxt)
+            else:
+                close()
+            i += 2
+        elif char == "[":
+            close()
+            end = re.compile(r"\[\^?\]?(?:\\.|[^\]])*\]").match(pattern, i)
+            i = end.end() if end else i + 1
+        elif char == "(":
+            close()
+            depth += 1
+            i += 1
+        elif char == ")":
+            depth -= 1
+            i += 1
+        elif char == "|" and depth == 0:
+            raise ValueError(f"top-level | in pattern (use one pattern per branch): {pattern!r}")
+        elif char in "?*{" :
+            if current and char != "{" or (char == "{" and pattern[i + 1:i + 2] == "0"):
+                current.pop() if current else None
+            close()
+            if char == "{":
+                i = pattern.index("}", i) + 1
+            else:
+                i += 1
+        elif char == "+":
+            close()
+            i += 1
+        elif char in ".^$":
+            close()
+            i += 1
+        else:
+            if depth == 0:
+                current.append(char)
+            else:
+                close()
+            i += 1
+    close()
+    if not runs or not max(runs, key=len).strip():
+        raise ValueError(f"pattern has no literal part to prefilter on: {pattern!r}")
+    return max(runs, key=len)
+
+
+def _build(entry: dict[str, Any]) -> Signature:
+    patterns = list(entry["patterns"])
+    for condition in entry.get("requires", ()):
+        if not _CONDITION.match(condition):
+            raise ValueError(f"{entry['id']}: unreadable condition {condition!r}")
+    return Signature(
+        id=entry["id"],
+        category=Category(entry["category"]),
+        title=entry["title"],
+        meaning=entry["meaning"].strip(),
+        fix=entry["fix"].strip(),
+        patterns=tuple(patterns),
+        needles=_needles(patterns, entry.get("needles")),
+        example=entry["example"],
+        consequence=bool(entry.get("consequence", False)),
+        warning=bool(entry.get("warning", False)),
+        priority=int(entry.get("priority", 50)),
+        requires=tuple(entry.get("requires", ())),
+        compiled=tuple(re.compile(p) for p in patterns),
+    )
+
+
+@lru_cache(maxsize=1)
+def load() -> tuple[Signature, ...]:
+    """All signatures, in catalogue order (parsed once per process)."""
+    text = resources.files("ncclcheck.explain").joinpath(CATALOGUE_FILE).read_text("utf-8")
+    data = tomllib.loads(text)
+    signatures = tuple(_build(entry) for entry in data["signature"])
+    seen: set[str] = set()
+    for sig in signatures:
+        if sig.id in seen:
+            raise ValueError(f"duplicate signature id in catalogue: {sig.id}")
+        seen.add(sig.id)
+    return signatures
+
+
+@lru_cache(maxsize=1)
+def _by_id() -> dict[str, Signature]:
+    return {sig.id: sig for sig in load()}
+
+
+def signature(id: str) -> Signature:
+    """The signature with this id; raises UnknownSignature for an id not in the catalogue."""
+    try:
+        return _by_id()[id]
+    except KeyError:
+        raise UnknownSignature(id) from None
+
+
+def all_signatures() -> tuple[Signature, ...]:
+    return load()
