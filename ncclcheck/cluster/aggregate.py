@@ -87,11 +87,14 @@ def row(check_id: str, members: list[CheckResult], scope: str) -> CheckResult:
     summary = f"{rep.summary} [{spread}]"
     if others:
         summary = f"{rep.summary} (+{len(others)} other message{'s' if len(others) > 1 else ''}) [{spread}]"
+    # Lists, not dicts keyed by status: a key named "pass" would be masked as a secret.
     details = {
         "scope": scope,
-        "counts": dict(counts),
-        "by_status": {s.value: [{"host": h, "ranks": rs} for h, rs in _hosts(
-            [m for m in members if m.status == s]).items()] for s in ORDER if counts.get(s.value)},
+        "total": total,
+        "counts": [{"status": s.value, "count": counts[s.value]} for s in ORDER
+                   if counts.get(s.value)],
+        "where": [{"status": s.value, "host": h, "ranks": rs} for s in ORDER if counts.get(s.value)
+                  for h, rs in _hosts([m for m in members if m.status == s]).items()],
         "example": {"host": rep.host, "rank": rep.rank, "details": rep.details},
     }
     if others:

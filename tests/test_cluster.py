@@ -1,0 +1,176 @@
+"""Cluster mode across real processes on loopback: real `python -m ncclcheck` ranks, a real
+TCPStore hosted by rank 0, real kills. Nothing is faked; the ranks are configured with the
+plain RANK / WORLD_SIZE / LOCAL_RANK / MASTER_* variables, as srun or a job script would set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+LAUNCH_PREFIXES = ("RANK", "WORLD_SIZE", "LOCAL_", "NODE_RANK", "GROUP_", "MASTER_", "SLURM",
+                   "OMPI_", "PMI_", "MPI_LOCAL", "PET_", "JSM_", "LSB_", "TORCHELASTIC", "NCCL_",
+                   "TORCH_NCCL", "GLOO_", "ROLE_")
+
+# A rank whose probe stalls (so the test can kill it after it joined, before it reports).
+STALLING_RANK = """
+import sys, time
+import ncclcheck.probes.ranks as ranks
+def stall(ctx):
+    sys.stderr.write("PROBING\\n"); sys.stderr.flush(); time.sleep(120)
+ranks.probe = stall
+from ncclcheck.cli import main
+main()
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def rank_env(rank: int, world: int, port: int, local_rank: int | None = None,
+             **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(LAUNCH_PREFIXES)}
+    env.update(RANK=str(rank), WORLD_SIZE=str(world),
+               LOCAL_RANK=str(rank if local_rank is None else local_rank),
+               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    env.update(extra)
+    return env
+
+
+def start(rank: int, world: int, port: int, timeout: float = 30, fmt: str = "json",
+          script: str | None = None, args: tuple[str, ...] = (), **env) -> subprocess.Popen:
+    argv = ["run", "--checks", "ranks", "--format", fmt, "--timeout", str(timeout), *args]
+    head = [sys.executable, "-c", script, *argv] if script else [sys.executable, "-m", "ncclcheck", *argv]
+    return subprocess.Popen(head, env=rank_env(rank, world, port, **env), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def finish(procs: list[subprocess.Popen], limit: float = 90) -> list[tuple[int, str, str]]:
+    outs = []
+    try:
+        for proc in procs:
+            out, err = proc.communicate(timeout=limit)
+            outs.append((proc.returncode, out, err))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    return outs
+
+
+def check(doc: dict, check_id: str) -> dict:
+    return next(c for c in doc["checks"] if c["id"] == check_id)
+
+
+def test_four_healthy_ranks_one_report_from_rank_0():
+    port = free_port()
+    outs = finish([start(r, 4, port) for r in range(4)])
+    codes = [code for code, _, _ in outs]
+    assert codes == [0, 0, 0, 0], outs
+    doc = json.loads(outs[0][1])
+    assert doc["status"] == "pass"
+    ranks_seen = {c["rank"] for c in doc["checks"] if c["id"].startswith("ranks.")}
+    assert ranks_seen == {0, 1, 2, 3}
+    assert all(c["host"] for c in doc["checks"])
+    assert check(doc, "cluster.reported")["status"] == "pass"
+    assert doc["context"]["cluster"]["reported"] == 4
+    rows = {r["id"]: r for r in doc["context"]["cluster"]["rows"]}
+    assert rows["ranks.rank"]["details"]["counts"] == [{"status": "pass", "count": 4}]
+    for code, out, err in outs[1:]:
+        assert out == ""  # only rank 0 prints the job report
+        assert len(err.strip().splitlines()) == 1 and "job status pass" in err
+
+
+def test_ranks_that_never_start_are_named_within_the_deadline():
+    port = free_port()
+    began = time.monotonic()
+    outs = finish([start(r, 4, port, timeout=6) for r in (0, 1)])
+    elapsed = time.monotonic() - began
+    assert [code for code, _, _ in outs] == [1, 1], outs
+    assert elapsed < 6 + 15, elapsed  # deadline plus start-up and clean-up on a loaded machine
+    doc = json.loads(outs[0][1])
+    missing = check(doc, "cluster.reported")
+    assert missing["status"] == "fail" and missing["category"] == "timeout"
+    assert missing["details"]["missing_ranks"] == [2, 3]
+    assert "ranks 2-3 never connected" in missing["summary"]
+    assert "job status fail" in outs[1][2]
+
+
+def test_rank_killed_mid_run_is_named_with_its_host():
+    port = free_port()
+    procs = [start(r, 4, port, timeout=10) for r in range(3)]
+    victim = start(3, 4, port, timeout=10, script=STALLING_RANK)
+    procs.append(victim)
+    try:
+        assert victim.stderr.readline().strip() == "PROBING"  # joined the store, now probing
+        os.kill(victim.pid, signal.SIGKILL)
+        outs = finish(procs[:3])
+    finally:
+        victim.kill()
+        victim.communicate()
+    assert [code for code, _, _ in outs] == [1, 1, 1], outs
+    doc = json.loads(outs[0][1])
+    missing = check(doc, "cluster.reported")
+    assert missing["status"] == "fail" and missing["category"] == "rank_crashed"
+    assert missing["details"]["missing"] == [
+        {"rank": 3, "host": socket.gethostname().split(".")[0], "connected": True,
+         "pid": victim.pid}]
+    assert "connected, then stopped before reporting" in missing["summary"]
+
+
+def test_rank_with_a_different_world_size_is_named():
+    port = free_port()
+    procs = [start(r, 4, port) for r in range(3)] + [start(3, 4, port, WORLD_SIZE="5")]
+    outs = finish(procs)
+    assert [code for code, _, _ in outs] == [1, 1, 1, 1], outs  # every rank: the job's status
+    doc = json.loads(outs[0][1])
+    settings = check(doc, "cluster.settings")
+    assert settings["status"] == "fail" and settings["category"] == "rank_mismatch"
+    assert settings["details"]["differences"][0]["name"] == "WORLD_SIZE"
+    assert settings["details"]["differences"][0]["ranks"] == [3]
+    assert "WORLD_SIZE='5' on" in settings["summary"] and "rank 3" in settings["summary"]
+
+
+def test_two_ranks_with_one_local_rank_on_a_host(tmp_path):
+    port = free_port()
+    junit = tmp_path / "job.xml"
+    procs = [start(r, 4, port, local_rank=lr, fmt="table", args=("--junit", str(junit)))
+             for r, lr in enumerate((0, 1, 1, 3))]
+    outs = finish(procs)
+    assert [code for code, _, _ in outs] == [1, 1, 1, 1], outs
+    line = next(ln for ln in outs[0][1].splitlines() if "cluster.local_ranks" in ln)
+    assert line.startswith("FAIL")
+    xml = junit.read_text()  # written by rank 0 only, one testcase per row
+    assert "LOCAL_RANK 1 is used by ranks 1-2" in xml
+    assert xml.count('name="ranks.rank"') == 1
+
+
+def test_port_taken_rank_0_says_so_and_others_cannot_reach_it():
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen(8)
+        port = squatter.getsockname()[1]
+        began = time.monotonic()
+        outs = finish([start(0, 2, port, timeout=5), start(1, 2, port, timeout=5)])
+        elapsed = time.monotonic() - began
+    assert [code for code, _, _ in outs] == [1, 1], outs
+    assert elapsed < 5 + 15
+    doc = json.loads(outs[0][1])
+    store = check(doc, "cluster.store")
+    assert store["category"] == "port_in_use" and str(port) in store["summary"]
+    assert outs[1][1] == ""
+    note = outs[1][2].strip().splitlines()
+    assert len(note) == 1 and "[connection]" in note[0] and "rank 1" in note[0]
