@@ -9,6 +9,7 @@ from typing import Callable
 import click
 
 from ncclcheck import __version__
+from ncclcheck.bench.cli_options import bench_options
 
 FORMATS = ("table", "json", "markdown")
 
@@ -109,15 +110,48 @@ def run(fmt, junit, timeout, strict, nodes, gpus_per_node, checks, skip, no_benc
 
 @cli.command()
 @probe_options
-def ranks(fmt, junit, timeout, strict, nodes, gpus_per_node) -> None:
+@click.option("--lightning", "lightning", is_flag=True,
+              help="Also show Lightning's view: its ClusterEnvironment, ranks and whether "
+                   "Trainer(num_nodes=, devices=) fits the launch.")
+@click.option("--cluster-env", "cluster_env", metavar="MODULE:CLASS",
+              help="Validate a custom Lightning ClusterEnvironment over the nodes x GPUs grid.")
+def ranks(fmt, junit, timeout, strict, nodes, gpus_per_node, lightning, cluster_env) -> None:
     """Check the rank layout against nodes x GPUs and the launcher's variables.
 
     \b
     Example (the motivating case, 2 nodes x 4 GPUs):
       RANK=6 WORLD_SIZE=4 LOCAL_RANK=2 NODE_RANK=1 \\
         ncclcheck ranks --nodes 2 --gpus-per-node 4
+    \b
+    Lightning (needs pip install 'ncclcheck[lightning]'):
+      ncclcheck ranks --lightning --num-nodes 2 --devices 4
+      ncclcheck ranks --cluster-env my_envs:MyEnvironment --nodes 2 --gpus-per-node 4
     """
-    _run(["ranks"], fmt, junit, timeout, strict, nodes, gpus_per_node)
+    if lightning or cluster_env:
+        from ncclcheck.lightning.probe import validate_options
+        try:
+            validate_options(lightning, cluster_env)
+        except (RuntimeError, ValueError) as exc:
+            raise UsageFailure(str(exc).splitlines()[0]) from None
+    _run(["ranks"], fmt, junit, timeout, strict, nodes, gpus_per_node,
+         lightning=lightning, cluster_env=cluster_env)
+
+
+@cli.command()
+@probe_options
+@bench_options
+def bench(fmt, junit, timeout, strict, nodes, gpus_per_node, **sweep) -> None:
+    """All-reduce sweep over NCCL (Gloo on CPU), printed as nccl-tests prints it.
+
+    \b
+    Examples:
+      ncclcheck bench                                  # NCCL on every local GPU, or 2 Gloo processes
+      ncclcheck bench --backend gloo --nproc 4 --max-bytes 16M
+      torchrun --nnodes 2 --nproc-per-node 8 ... -m ncclcheck bench --min-busbw 150
+    """
+    from ncclcheck.bench.cli_options import make_options
+    options = make_options(**sweep)
+    _run(["bench"], fmt, junit, timeout, strict, nodes, gpus_per_node, bench=options)
 
 
 def main(argv: list[str] | None = None) -> None:

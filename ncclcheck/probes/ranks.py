@@ -75,6 +75,9 @@ def probe(ctx: ProbeContext) -> list[CheckResult]:
     ]
     for result in results:
         result.rank = layout.rank
+    if ctx.option("lightning") or ctx.option("cluster_env"):
+        from ncclcheck.lightning.probe import lightning_results  # imports Lightning: only here
+        results.extend(lightning_results(ctx))
     return results
 
 

@@ -1,0 +1,23 @@
+"""PyTorch Lightning support: what the Trainer will do, custom ClusterEnvironments checked
+before launch, and a preflight that stops a misconfigured job before training.
+
+Nothing here imports Lightning (or torch) until it is used: ``PreflightCallback`` is built on
+first access from the installed package's ``Callback`` class.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ncclcheck.lightning.installed import INSTALL_HINT, LightningUnavailable
+from ncclcheck.lightning.preflight import PreflightError, preflight
+
+__all__ = ["PreflightCallback", "PreflightError", "preflight", "LightningUnavailable",
+           "INSTALL_HINT"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PreflightCallback":
+        from ncclcheck.lightning.callback import preflight_callback_class
+        return preflight_callback_class()
+    raise AttributeError(f"module 'ncclcheck.lightning' has no attribute {name!r}")

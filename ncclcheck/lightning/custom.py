@@ -1,0 +1,364 @@
+"""A user's ClusterEnvironment, validated before any GPU is touched.
+
+First against the installed Lightning's abstract interface (can Lightning instantiate it, does
+it define the names Lightning calls), then for every (node, local) slot of the N x M grid under
+each launcher that applies: set the environment that launcher would set, call the class the way
+the DDP strategy does, and check that the grid adds up to one job of N x M ranks.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from ncclcheck.context import ProbeContext
+from ncclcheck.lightning.environ import swapped_environ, without_launcher
+from ncclcheck.lightning.installed import InstalledLightning
+from ncclcheck.lightning.interface import MEANING, InterfaceProblem, check_class, interface_of
+from ncclcheck.lightning.launch_styles import (LaunchStyle, Slot, grid, lightning_parent_env,
+                                               styles_for)
+from ncclcheck.model import Category, CheckResult, failed, passed, skipped, warned
+
+RANK = Category.RANK_MISMATCH
+
+
+class ClusterEnvSpecError(ValueError):
+    """``--cluster-env`` does not name an importable class."""
+
+
+def load_cluster_env(spec: str) -> type:
+    """Import ``MODULE:CLASS`` (MODULE may be a dotted name or a path to a .py file).
+
+    The current directory is importable, as with ``python -m``, since that is where a user's
+    training code lives.
+    """
+    module_name, sep, class_name = spec.rpartition(":")
+    if not sep or not module_name or not class_name:
+        raise ClusterEnvSpecError(f"--cluster-env {spec!r}: expected MODULE:CLASS, e.g. "
+                                  "my_project.envs:MyClusterEnvironment")
+    try:
+        if module_name.endswith(".py") or os.sep in module_name:
+            module = _load_file(Path(module_name))
+        else:
+            if "" not in sys.path and os.getcwd() not in sys.path:
+                sys.path.insert(0, os.getcwd())
+            module = importlib.import_module(module_name)
+    except ClusterEnvSpecError:
+        raise
+    except BaseException as exc:  # the user's module may raise anything, SystemExit included
+        raise ClusterEnvSpecError(f"--cluster-env {spec!r}: cannot import {module_name}: "
+                                  f"{type(exc).__name__}: {exc}") from None
+    cls = getattr(module, class_name, None)
+    if not isinstance(cls, type):
+        raise ClusterEnvSpecError(f"--cluster-env {spec!r}: {module_name} has no class "
+                                  f"{class_name}")
+    return cls
+
+
+def _load_file(path: Path):
+    if not path.is_file():
+        raise ClusterEnvSpecError(f"--cluster-env: no such file {path}")
+    name = f"ncclcheck_user_env_{abs(hash(str(path.resolve())))}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ClusterEnvSpecError(f"--cluster-env: {path} is not a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def lightning_base_of(cls: type, lightning: InstalledLightning) -> type | None:
+    """The ClusterEnvironment base the class derives from, if it is the installed one."""
+    return lightning.cluster_environment if issubclass(cls, lightning.cluster_environment) else None
+
+
+def check_interface(cls: type, lightning: InstalledLightning) -> tuple[CheckResult, list[InterfaceProblem]]:
+    name = cls.__name__
+    interface = interface_of(lightning.cluster_environment, lightning.version)
+    problems = check_class(cls, interface)
+    details: dict[str, Any] = {"class": f"{cls.__module__}.{cls.__qualname__}",
+                               "lightning": lightning.label,
+                               "problems": [p.__dict__ for p in problems]}
+    if lightning_base_of(cls, lightning) is None:
+        others = [b.__module__ for b in cls.__mro__ if b.__name__ == "ClusterEnvironment"]
+        where = f" (it derives from {others[0]}.ClusterEnvironment)" if others else ""
+        return failed("ranks.cluster_env.interface", f"{name} is not a ClusterEnvironment of "
+                      f"the installed {lightning.label}{where}: Trainer(plugins=[{name}()]) "
+                      "raises 'Found invalid type for plugin'",
+                      f"Subclass {lightning.cluster_environment.__module__}.ClusterEnvironment.",
+                      Category.CONFIGURATION, **details), problems
+    if not problems:
+        return passed("ranks.cluster_env.interface", f"{name} implements the "
+                      f"{lightning.label} ClusterEnvironment interface", **details), problems
+    missing = [p.member for p in problems if p.problem == "missing"]
+    texts = "; ".join(p.text for p in problems)
+    head = (f"{lightning.label} cannot instantiate {name} (abstract: {', '.join(missing)})"
+            if missing else f"{name} does not fit the {lightning.label} interface")
+    return failed("ranks.cluster_env.interface", f"{head}: {texts}",
+                  " ".join(p.fix for p in problems), RANK, **details), problems
+
+
+def _runnable(cls: type, problems: list[InterfaceProblem]) -> type:
+    """The class, with members Lightning would miss filled by ones returning None, so the
+    grid still shows what the members it does define compute."""
+    missing = {p.member for p in problems if p.problem == "missing"}
+    if not missing:
+        return cls
+    fill: dict[str, Any] = {}
+    for member in missing:
+        if member in ("creates_processes_externally", "main_address", "main_port"):
+            fill[member] = property(lambda self: None)
+        elif member == "detect":
+            fill[member] = staticmethod(lambda: False)
+        elif member.startswith("set_"):
+            fill[member] = lambda self, value: None
+        else:
+            fill[member] = lambda self: None
+    return type(cls.__name__, (cls,), fill)
+
+
+@dataclass
+class SlotAnswer:
+    slot: Slot
+    values: dict[str, Any] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+def _ask(answer: SlotAnswer, name: str, func) -> Any:
+    try:
+        value = func()
+    except Exception as exc:
+        answer.errors[name] = f"{type(exc).__name__}: {exc}"
+        return None
+    answer.values[name] = value
+    return value
+
+
+def run_slot(cls: type, slot: Slot, env: Mapping[str, str]) -> SlotAnswer:
+    """One process: construct the class and call it in the order DDPStrategy does."""
+    answer = SlotAnswer(slot)
+    with swapped_environ(env):
+        instance = _ask(answer, "__init__", cls)
+        if instance is None:
+            return answer
+        _ask(answer, "creates_processes_externally", lambda: instance.creates_processes_externally)
+        node = _ask(answer, "node_rank", instance.node_rank)
+        local = _ask(answer, "local_rank", instance.local_rank)
+        if isinstance(node, int) and isinstance(local, int):
+            _ask(answer, "set_global_rank", lambda: instance.set_global_rank(
+                node * slot.per_node + local))
+        _ask(answer, "set_world_size", lambda: instance.set_world_size(slot.world))
+        _ask(answer, "global_rank", instance.global_rank)
+        _ask(answer, "world_size", instance.world_size)
+        _ask(answer, "main_address", lambda: instance.main_address)
+        _ask(answer, "main_port", lambda: instance.main_port)
+    return answer
+
+
+def _parent_spawns(cls: type, node: int, base: Mapping[str, str]) -> Any:
+    """creates_processes_externally as the script sees it before Lightning launches."""
+    with swapped_environ(lightning_parent_env(node, base)):
+        try:
+            return cls().creates_processes_externally
+        except Exception as exc:
+            return f"{type(exc).__name__}: {exc}"
+
+
+@dataclass(frozen=True)
+class Finding:
+    summary: str
+    fix: str
+
+
+def judge(answers: list[SlotAnswer], style: LaunchStyle, nodes: int, per_node: int,
+          filled: frozenset[str] = frozenset()) -> list[Finding]:
+    """Everything wrong with the grid's answers, each with the method to change. Members in
+    ``filled`` are missing from the class (the interface check names them), so their
+    stand-in values are not judged again."""
+    findings = _judge(answers, style, nodes, per_node)
+    return [f for f in findings if not any(f.summary.startswith(m) for m in filled)]
+
+
+def _judge(answers: list[SlotAnswer], style: LaunchStyle, nodes: int, per_node: int) -> list[Finding]:
+    world = nodes * per_node
+    findings: list[Finding] = []
+    crashed = [(a, k, e) for a in answers for k, e in a.errors.items()]
+    if crashed:
+        a, k, e = crashed[0]
+        findings.append(Finding(f"{k} raised {e} on node {a.slot.node} local {a.slot.local}"
+                                + (f" (and {len(crashed) - 1} more)" if len(crashed) > 1 else ""),
+                                f"Make {k} work with the variables {style.title} sets: "
+                                f"{k} must return {MEANING.get(k, 'a value')}."))
+    sizes = [a.values.get("world_size") for a in answers if "world_size" in a.values]
+    bad_sizes = sorted({repr(s) for s in sizes if s != world or not isinstance(s, int)})
+    if bad_sizes:
+        kind = ("None (never set)" if "None" in bad_sizes else
+                "the per-node count" if bad_sizes == [repr(per_node)] and per_node != world else
+                "the node count" if bad_sizes == [repr(nodes)] and nodes != world else
+                ", ".join(bad_sizes))
+        findings.append(Finding(
+            f"world_size() returns {kind} instead of {nodes} x {per_node} = {world}",
+            f"world_size() must return {world}, the number of processes on all nodes: read "
+            "WORLD_SIZE (torchrun and Lightning's launcher set it) or store the value Lightning "
+            "passes to set_world_size(size)."))
+    ranks = [a.values.get("global_rank") for a in answers if "global_rank" in a.values]
+    if len(ranks) == len(answers):
+        dupes = sorted({r for r in ranks if ranks.count(r) > 1}, key=repr)
+        missing = sorted(set(range(world)) - set(ranks))
+        if dupes or missing:
+            if len(set(map(repr, ranks))) == 1:
+                head = f"every process reports global_rank() = {ranks[0]!r}"
+            else:
+                head = (f"global ranks {_ranks_text(ranks)} are not 0..{world - 1} "
+                        f"(duplicates: {dupes or 'none'}, missing: {missing or 'none'})")
+            note = ("; Lightning's launcher never sets RANK" if style.name == "lightning_launcher"
+                    else "")
+            findings.append(Finding(
+                f"{head}{note}",
+                f"global_rank() must return node_rank() x {per_node} + local_rank() "
+                f"(0..{world - 1}, unique): store the value Lightning passes to "
+                "set_global_rank(rank), or read a variable this launcher sets (RANK under "
+                "torchrun, SLURM_PROCID under srun)."))
+    for member, want in (("local_rank", lambda s: s.local), ("node_rank", lambda s: s.node)):
+        wrong = [a for a in answers if member in a.values and a.values[member] != want(a.slot)]
+        if wrong:
+            a = wrong[0]
+            findings.append(Finding(
+                f"{member}() returns {a.values[member]!r} on node {a.slot.node} local "
+                f"{a.slot.local} ({len(wrong)} of {len(answers)} slots wrong)",
+                f"{member}() must return {MEANING[member]}: LOCAL_RANK / NODE_RANK (GROUP_RANK "
+                "under torchrun, SLURM_LOCALID / SLURM_NODEID under srun)."))
+    addresses = {repr((a.values.get("main_address"), a.values.get("main_port"))) for a in answers}
+    if len(addresses) > 1 or any(a.values.get("main_address") in (None, "") or
+                                 not isinstance(a.values.get("main_port"), int) for a in answers):
+        first = answers[0].values
+        findings.append(Finding(
+            f"main_address:main_port is {first.get('main_address')!r}:{first.get('main_port')!r}"
+            + (" and differs between processes" if len(addresses) > 1 else ""),
+            "main_address must return rank 0's host (MASTER_ADDR) and main_port an int port "
+            "(int(MASTER_PORT)), the same in every process; both are @property."))
+    external = [a for a in answers if a.values.get("creates_processes_externally") is not True]
+    if style.external and external:
+        findings.append(Finding(
+            f"creates_processes_externally is {external[0].values.get('creates_processes_externally')!r} "
+            f"under {style.title}: each process would start {per_node - 1} more",
+            f"creates_processes_externally must return True when {style.title} starts the "
+            "processes (e.g. return 'LOCAL_RANK' in os.environ)."))
+    if not style.external:
+        children = [a for a in answers if a.slot.local > 0
+                    and a.values.get("creates_processes_externally") is not True]
+        if children:
+            findings.append(Finding(
+                "creates_processes_externally is not True in processes Lightning started "
+                "(LOCAL_RANK > 0): Lightning raises 'attempted to launch new distributed "
+                "processes with `local_rank > 0`'",
+                "creates_processes_externally must return True once LOCAL_RANK is set "
+                "(return 'LOCAL_RANK' in os.environ)."))
+    return findings
+
+
+def _ranks_text(ranks: list[Any]) -> str:
+    text = ", ".join(map(repr, ranks[:16]))
+    return f"[{text}{', ...' if len(ranks) > 16 else ''}]"
+
+
+def check_style(cls: type, style: LaunchStyle, nodes: int, per_node: int,
+                base: Mapping[str, str], filled: frozenset[str] = frozenset()) -> CheckResult:
+    check_id = f"ranks.cluster_env.{style.name}"
+    name = cls.__name__
+    simulated = bool(filled)
+    if not style.external and "creates_processes_externally" not in filled:
+        spawns = _parent_spawns(cls, 0, base)
+        if spawns is not False:
+            return skipped(check_id, f"{style.title} not simulated: {name}."
+                           f"creates_processes_externally is {spawns!r} before launch, so "
+                           "Lightning would not start the processes itself",
+                           creates_processes_externally=spawns)
+    answers = [run_slot(cls, slot, style.env_for(slot, base)) for slot in grid(nodes, per_node)]
+    details = {"launcher": style.name, "nodes": nodes, "gpus_per_node": per_node,
+               "slots": [{"node": a.slot.node, "local": a.slot.local, **_jsonable(a.values),
+                          "errors": a.errors} for a in answers],
+               "simulated_missing_members": simulated}
+    findings = judge(answers, style, nodes, per_node, filled)
+    where = f"under {style.title} ({nodes} x {per_node})"
+    if not findings:
+        return passed(check_id, f"{name} {where}: global ranks 0..{nodes * per_node - 1} unique, "
+                      f"world_size() == {nodes * per_node}, local/node ranks consistent", **details)
+    note = " (members Lightning needs but the class lacks were treated as returning None)" \
+        if simulated else ""
+    return failed(check_id, f"{name} {where}: " + "; ".join(f.summary for f in findings) + note,
+                  " ".join(f.fix for f in findings), RANK, **details)
+
+
+def _jsonable(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: v if isinstance(v, (int, str, bool, float, type(None))) else repr(v)
+            for k, v in values.items() if not k.startswith("set_") and k != "__init__"}
+
+
+LAYOUT_ARGS = ("num_nodes", "nodes", "devices", "num_devices", "gpus_per_node", "world_size")
+
+
+def check_constructor(cls: type, nodes: int, per_node: int,
+                      base: Mapping[str, str]) -> CheckResult | None:
+    """A layout argument the constructor takes but nothing reads (the motivating class's
+    num_nodes=2) looks like configuration and is not: say so."""
+    import inspect
+    try:
+        params = inspect.signature(cls.__init__).parameters
+    except (TypeError, ValueError):
+        return None
+    taken = [p for p in params if p in LAYOUT_ARGS]
+    if not taken:
+        return None
+    slot = grid(nodes, per_node)[-1]
+    env = styles_for({})[0].env_for(slot, base)
+    answers = []
+    for value in (1, 97):
+        with swapped_environ(env):
+            try:
+                instance = cls(**{p: value for p in taken})
+                answers.append(repr((instance.world_size(), instance.global_rank(),
+                                     instance.node_rank(), instance.local_rank())))
+            except Exception:  # the grid checks report what raises
+                return None
+    details = {"arguments": taken, "answers": answers}
+    args = ", ".join(f"{p}=" for p in taken)
+    if answers[0] != answers[1]:
+        return passed("ranks.cluster_env.constructor", f"{cls.__name__}({args}...) is used by its "
+                      "rank methods", **details)
+    return warned("ranks.cluster_env.constructor", f"{cls.__name__}({args}...) is accepted but "
+                  "changes nothing: world_size(), global_rank(), node_rank() and local_rank() "
+                  "answer the same whatever it is", f"Use {taken[0]} in world_size() (return "
+                  f"num_nodes x devices = {nodes * per_node}) or drop the argument, so it does "
+                  "not look like it configures the job.", Category.CONFIGURATION, **details)
+
+
+def cluster_env_results(ctx: ProbeContext, lightning: InstalledLightning) -> list[CheckResult]:
+    spec = ctx.option("cluster_env")
+    cls = load_cluster_env(spec)
+    interface_result, problems = check_interface(cls, lightning)
+    results = [interface_result]
+    nodes, per_node = ctx.nodes, ctx.gpus_per_node
+    if nodes is None or per_node is None:
+        results.append(skipped("ranks.cluster_env.grid", f"{cls.__name__} not run over the "
+                               "grid: pass --nodes N --gpus-per-node M", class_name=cls.__name__))
+        return results
+    base = without_launcher(ctx.env)
+    runnable = _runnable(cls, problems)
+    filled = frozenset(p.member for p in problems if p.problem == "missing")
+    for style in styles_for(ctx.env):
+        results.append(check_style(runnable, style, nodes, per_node, base, filled))
+    constructor = check_constructor(runnable, nodes, per_node, base)
+    if constructor is not None:
+        results.append(constructor)
+    return results
+
+
+__all__ = ["ClusterEnvSpecError", "load_cluster_env", "cluster_env_results", "check_interface",
+           "judge", "run_slot"]

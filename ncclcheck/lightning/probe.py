@@ -1,0 +1,33 @@
+"""The Lightning part of the ranks family: only runs for ``--lightning`` / ``--cluster-env``."""
+
+from __future__ import annotations
+
+from ncclcheck.context import ProbeContext
+from ncclcheck.lightning.installed import load_lightning
+from ncclcheck.model import CheckResult
+
+
+def lightning_results(ctx: ProbeContext) -> list[CheckResult]:
+    """``ranks.lightning.*`` for --lightning, ``ranks.cluster_env.*`` for --cluster-env."""
+    lightning = load_lightning()
+    results: list[CheckResult] = []
+    if ctx.option("lightning"):
+        from ncclcheck.lightning.trainer_view import lightning_results as trainer_results
+        results.extend(trainer_results(ctx, lightning))
+    if ctx.option("cluster_env"):
+        from ncclcheck.lightning.custom import cluster_env_results
+        results.extend(cluster_env_results(ctx, lightning))
+    return results
+
+
+def validate_options(lightning: bool, cluster_env: str | None) -> None:
+    """Fail fast, before any probe runs: Lightning importable, MODULE:CLASS importable.
+
+    Raises ``LightningUnavailable`` or ``ClusterEnvSpecError`` with a one-line message.
+    """
+    if not lightning and not cluster_env:
+        return
+    load_lightning()
+    if cluster_env:
+        from ncclcheck.lightning.custom import load_cluster_env
+        load_cluster_env(cluster_env)
