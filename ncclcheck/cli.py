@@ -154,6 +154,22 @@ def bench(fmt, junit, timeout, strict, nodes, gpus_per_node, **sweep) -> None:
     _run(["bench"], fmt, junit, timeout, strict, nodes, gpus_per_node, bench=options)
 
 
+@cli.command()
+@probe_options
+@click.option("--nccl-lib", "nccl_lib", metavar="PATH",
+              type=click.Path(exists=True, dir_okay=False),
+              help="Inspect this libnccl.so instead of the one the job would load.")
+def nccl(fmt, junit, timeout, strict, nodes, gpus_per_node, nccl_lib) -> None:
+    """Check the libnccl actually loaded, its plugins, NCCL_* settings and GPU/CUDA readiness.
+
+    \b
+    Example (the motivating case's settings):
+      NCCL_VERSION=2.11.4-1 NCCL_SOCKET_IFNAME=eth0 NCCL_DEBUG=INFO \\
+        NCCL_NSOCKS_PERTHREAD=4 NCCL_SOCKET_NTHREADS=4 ncclcheck nccl
+    """
+    _run(["nccl"], fmt, junit, timeout, strict, nodes, gpus_per_node, nccl_lib=nccl_lib)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: usage errors become one line on stderr and exit code 2, never a traceback."""
     args = sys.argv[1:] if argv is None else argv

@@ -34,6 +34,9 @@ class Family:
 FAMILIES: tuple[Family, ...] = (
     Family("ranks", "ncclcheck.probes.ranks:probe",
            "rank layout against nodes x GPUs and the launcher's variables"),
+    Family("nccl", "ncclcheck.probes.nccl:probe",
+           "the libnccl actually loaded, its plugins, NCCL_* settings, GPU/CUDA readiness",
+           scope="node"),
 )
 
 FAMILY_NAMES: tuple[str, ...] = tuple(f.name for f in FAMILIES)

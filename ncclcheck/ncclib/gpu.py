@@ -1,0 +1,189 @@
+"""GPU and CUDA readiness for NCCL: the questions that need a GPU, asked only when there is one.
+
+The pure helpers (device lists, driver vs CUDA build, arch lists) take plain values, so they are
+tested anywhere; ``gpu_checks`` asks torch and the driver, lazily, and skips with the reason
+when this host has no CUDA build of torch or no GPU.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from typing import Mapping
+
+from ncclcheck.gpus import parse_visible_devices
+from ncclcheck.model import Category, CheckResult, failed, passed, skipped, warned
+
+_DEVICE = re.compile(r"^(\d+|GPU-[0-9A-Fa-f-]+|MIG-[0-9A-Za-z/-]+)$")
+BF16_MIN_CAPABILITY = (8, 0)
+
+
+@dataclass(frozen=True)
+class VisibleDevicesFinding:
+    ok: bool
+    summary: str
+    fix: str | None = None
+    category: Category | None = None
+
+
+def judge_visible_devices(value: str) -> VisibleDevicesFinding:
+    """CUDA_VISIBLE_DEVICES: CUDA stops at the first invalid entry and a repeated device gives
+    two ranks one GPU."""
+    entries = parse_visible_devices(value)
+    if entries is None:
+        return VisibleDevicesFinding(False, f"CUDA_VISIBLE_DEVICES={value!r} has an empty entry",
+                                     "Write CUDA_VISIBLE_DEVICES as a comma list without gaps, "
+                                     "e.g. 0,1,2,3.", Category.DUPLICATE_GPU)
+    bad = next((e for e in entries if not _DEVICE.match(e)), None)
+    if bad is not None:
+        kept = entries[:entries.index(bad)]
+        return VisibleDevicesFinding(False, f"CUDA_VISIBLE_DEVICES={value!r}: CUDA stops at "
+                                     f"{bad!r}, so only {len(kept)} device(s) are visible",
+                                     "Use GPU indices or GPU-/MIG- UUIDs only, e.g. "
+                                     "CUDA_VISIBLE_DEVICES=0,1,2,3.", Category.DUPLICATE_GPU)
+    seen: set[str] = set()
+    repeated = [e for e in entries if e in seen or seen.add(e)]  # type: ignore[func-returns-value]
+    if repeated:
+        return VisibleDevicesFinding(False, f"CUDA_VISIBLE_DEVICES={value!r} repeats "
+                                     f"{', '.join(sorted(set(repeated)))}: CUDA refuses the list "
+                                     "or two ranks share one GPU", "List each GPU once in "
+                                     "CUDA_VISIBLE_DEVICES.", Category.DUPLICATE_GPU)
+    shown = "no GPU" if not entries else f"{len(entries)} device(s): {', '.join(entries)}"
+    return VisibleDevicesFinding(True, f"CUDA_VISIBLE_DEVICES={value!r} exposes {shown}")
+
+
+def driver_version_tuple(code: int) -> tuple[int, int]:
+    """cuDriverGetVersion's 12040 -> (12, 4)."""
+    return code // 1000, (code % 1000) // 10
+
+
+def driver_supports(torch_cuda: str, driver_code: int) -> bool:
+    """A driver runs a CUDA build of the same major version or older (minor-version compat)."""
+    major = int(torch_cuda.split(".")[0])
+    return driver_version_tuple(driver_code)[0] >= major
+
+
+def arch_supported(capability: tuple[int, int], arch_list: list[str]) -> bool:
+    """Is there code for this GPU: an sm_XY cubin of the same major and no newer minor, or
+    compute_XY PTX no newer than the GPU (JIT-compiled)."""
+    major, minor = capability
+    for arch in arch_list:
+        match = re.match(r"^(sm|compute)_(\d+)(\d)[a-z]?$", arch)
+        if not match:
+            continue
+        kind, amaj, amin = match.group(1), int(match.group(2)), int(match.group(3))
+        if kind == "sm" and amaj == major and amin <= minor:
+            return True
+        if kind == "compute" and (amaj, amin) <= (major, minor):
+            return True
+    return False
+
+
+def cuda_driver_version() -> int | None:
+    """cuDriverGetVersion from libcuda, without creating a context; None without a driver."""
+    try:
+        libcuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+    version = ctypes.c_int(0)
+    return version.value if libcuda.cuDriverGetVersion(ctypes.byref(version)) == 0 else None
+
+
+def compute_modes(timeout: float = 5.0) -> list[str] | None:
+    """nvidia-smi's compute mode per GPU ("Default", "Exclusive_Process", ...), if available."""
+    tool = shutil.which("nvidia-smi")
+    if tool is None:
+        return None
+    try:
+        out = subprocess.run([tool, "--query-gpu=compute_mode", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return [line.strip() for line in out.stdout.splitlines() if line.strip()] or None
+
+
+def gpu_checks(env: Mapping[str, str], local_rank: int | None, timeout: float) -> list[CheckResult]:
+    """nccl.cuda_* checks; each skips with its reason when there is nothing to ask."""
+    results: list[CheckResult] = []
+    if env.get("CUDA_VISIBLE_DEVICES") is not None:
+        finding = judge_visible_devices(env["CUDA_VISIBLE_DEVICES"])
+        if finding.ok:
+            results.append(passed("nccl.cuda_visible_devices", finding.summary,
+                                  value=env["CUDA_VISIBLE_DEVICES"]))
+        else:
+            results.append(failed("nccl.cuda_visible_devices", finding.summary, finding.fix or "",
+                                  finding.category or Category.DUPLICATE_GPU,
+                                  value=env["CUDA_VISIBLE_DEVICES"]))
+    ids = ("nccl.cuda_driver", "nccl.gpu_visible", "nccl.gpu_arch", "nccl.gpu_bf16",
+           "nccl.gpu_compute_mode")
+    try:
+        import torch  # lazy: only this family's GPU part pays for it
+    except Exception as exc:
+        return results + [skipped(i, f"skipped: torch does not import ({type(exc).__name__})")
+                          for i in ids]
+    if torch.version.cuda is None:
+        why = f"skipped: torch {torch.__version__} is a CPU-only build, so there is no CUDA to check"
+        return results + [skipped(i, why, torch=torch.__version__) for i in ids]
+    driver = cuda_driver_version()
+    if driver is None:
+        why = "skipped: no NVIDIA driver here (libcuda.so.1 does not load), so no GPU to check"
+        return results + [skipped(i, why, torch_cuda=torch.version.cuda) for i in ids]
+    dmaj, dmin = driver_version_tuple(driver)
+    if not driver_supports(torch.version.cuda, driver):
+        results.append(failed("nccl.cuda_driver", f"the driver supports CUDA {dmaj}.{dmin}, but torch "
+                              f"is built for CUDA {torch.version.cuda}", "Upgrade the NVIDIA driver, "
+                              f"or install a torch build for CUDA {dmaj}.x.", Category.CUDA,
+                              driver_cuda=f"{dmaj}.{dmin}", torch_cuda=torch.version.cuda))
+        return results
+    results.append(passed("nccl.cuda_driver", f"driver supports CUDA {dmaj}.{dmin}; torch is built "
+                          f"for CUDA {torch.version.cuda}", driver_cuda=f"{dmaj}.{dmin}",
+                          torch_cuda=torch.version.cuda))
+    if not torch.cuda.is_available():
+        return results + [skipped(i, "skipped: the driver loads but torch sees no GPU")
+                          for i in ids[1:]]
+    count = torch.cuda.device_count()
+    rank = local_rank if local_rank is not None else 0
+    if rank >= count:
+        results.append(failed("nccl.gpu_visible", f"LOCAL_RANK={rank} but only {count} GPU(s) are "
+                              "visible", "Start at most one process per visible GPU "
+                              f"(--gpus-per-node {count}), or fix CUDA_VISIBLE_DEVICES.",
+                              Category.RANK_MISMATCH, local_rank=rank, visible=count))
+        return results
+    results.append(passed("nccl.gpu_visible", f"LOCAL_RANK={rank} has GPU {rank} of {count}",
+                          local_rank=rank, visible=count))
+    capability = tuple(torch.cuda.get_device_capability(rank))
+    name = torch.cuda.get_device_name(rank)
+    arch_list = list(torch.cuda.get_arch_list())
+    cap = f"{capability[0]}.{capability[1]}"
+    if arch_supported(capability, arch_list):  # type: ignore[arg-type]
+        results.append(passed("nccl.gpu_arch", f"{name} (sm_{cap}) is in torch's arch list",
+                              capability=cap, arch_list=arch_list))
+    else:
+        results.append(failed("nccl.gpu_arch", f"{name} (compute capability {cap}) has no code in "
+                              f"torch's arch list {', '.join(arch_list)}", "Install a torch build "
+                              f"that includes sm_{cap.replace('.', '')}.", Category.CUDA,
+                              capability=cap, arch_list=arch_list))
+    if capability >= BF16_MIN_CAPABILITY:
+        results.append(passed("nccl.gpu_bf16", f"{name} supports bfloat16 (FSDP bf16 mixed "
+                              "precision works)", capability=cap))
+    else:
+        results.append(warned("nccl.gpu_bf16", f"{name} (compute capability {cap}) has no native "
+                              "bfloat16: bf16 mixed precision is emulated and slow",
+                              "Use float16 mixed precision (MixedPrecision(param_dtype="
+                              "torch.float16)) or precision='16-mixed' on this GPU.", Category.CUDA,
+                              capability=cap))
+    modes = compute_modes(timeout)
+    if modes is None:
+        results.append(skipped("nccl.gpu_compute_mode", "skipped: nvidia-smi is not available"))
+    elif any(m.lower().startswith(("exclusive", "prohibited")) for m in modes):
+        results.append(failed("nccl.gpu_compute_mode", f"GPU compute modes {', '.join(modes)}: "
+                              "an exclusive or prohibited GPU refuses a second process",
+                              "Set the default compute mode: nvidia-smi -c DEFAULT (as root).",
+                              Category.CUDA, modes=modes))
+    else:
+        results.append(passed("nccl.gpu_compute_mode", "every GPU is in the Default compute mode",
+                              modes=modes))
+    return results

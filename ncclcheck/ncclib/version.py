@@ -1,0 +1,75 @@
+"""NCCL version numbers: the integer ncclGetVersion returns, and the labels people write.
+
+NCCL packs x.y.z into one integer, with two encodings: x*1000 + y*100 + z up to 2.8, and
+x*10000 + y*100 + z from 2.9 on (nccl.h's NCCL_VERSION macro). Codes below 2900 are the old
+form, as torch's own decoder assumes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+OLD_ENCODING_LIMIT = 2900
+_LABEL = re.compile(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?(?:[-+._]([0-9A-Za-z.+_-]*))?\s*$")
+
+
+@dataclass(frozen=True, order=True)
+class NcclVersion:
+    major: int
+    minor: int
+    patch: int
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}.{self.patch}"
+
+    @property
+    def code(self) -> int:
+        return encode(self.major, self.minor, self.patch)
+
+
+def decode(code: int) -> NcclVersion:
+    """The integer from ncclGetVersion as x.y.z (both encodings)."""
+    if code < 100:
+        raise ValueError(f"{code} is not an NCCL version code")
+    if code < OLD_ENCODING_LIMIT:
+        return NcclVersion(code // 1000, (code % 1000) // 100, code % 100)
+    return NcclVersion(code // 10000, (code % 10000) // 100, code % 100)
+
+
+def encode(major: int, minor: int, patch: int) -> int:
+    """nccl.h's NCCL_VERSION(X, Y, Z)."""
+    if major <= 2 and minor <= 8:
+        return major * 1000 + minor * 100 + patch
+    return major * 10000 + minor * 100 + patch
+
+
+@dataclass(frozen=True)
+class VersionLabel:
+    """A version as written in NCCL_VERSION or a package name: "2.11.4-1" (-1 is the package
+    revision), "2.7.8", "2.16.2"."""
+
+    text: str
+    version: NcclVersion
+    revision: str | None
+
+
+def parse_label(text: str) -> VersionLabel | None:
+    """``2.11.4-1`` -> 2.11.4 (revision "1"); None when the text is not a version."""
+    match = _LABEL.match(text)
+    if not match:
+        return None
+    major, minor, patch, rest = match.groups()
+    return VersionLabel(text, NcclVersion(int(major), int(minor), int(patch or 0)), rest or None)
+
+
+def from_torch_tuple(value: object) -> NcclVersion | None:
+    """torch.cuda.nccl.version(): (major, minor, patch[, suffix]) or, in old torch, an int."""
+    if isinstance(value, int):
+        return decode(value) if value >= 100 else None
+    if isinstance(value, (tuple, list)) and len(value) >= 3:
+        try:
+            return NcclVersion(int(value[0]), int(value[1]), int(value[2]))
+        except (TypeError, ValueError):
+            return None
+    return None

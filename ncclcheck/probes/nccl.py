@@ -1,0 +1,376 @@
+"""The nccl family: the libnccl a job really loads, what it says about itself, its plugins,
+the NCCL/torch settings, and GPU/CUDA readiness.
+
+The library is asked, not guessed: it is loaded in a child process under the deadline (see
+``ncclcheck.ncclib.loader``), so a libnccl that crashes or hangs becomes an ``error`` result.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ncclcheck.context import ProbeContext
+from ncclcheck.model import Category, CheckResult, CheckResult as _R, Status, errored, failed
+from ncclcheck.model import passed, skipped, warned
+from ncclcheck.ncclib import known_names
+from ncclcheck.ncclib.config_files import ConfigFile, effective_settings, read_config_files
+from ncclcheck.ncclib.discovery import Discovery, discover
+from ncclcheck.ncclib.gpu import gpu_checks
+from ncclcheck.ncclib.loader import LibraryAnswer, ask_library
+from ncclcheck.ncclib.plugins import KINDS, PluginSearch, find_plugins, judge, supported_versions
+from ncclcheck.ncclib.search import ldconfig_cache
+from ncclcheck.ncclib.settings import LintFacts, Verdict, lint
+from ncclcheck.ncclib.version import NcclVersion, from_torch_tuple, parse_label
+
+LOAD_TIMEOUT = 20.0  # seconds the child may take; less when the command deadline is nearer
+SYS_INFINIBAND = "/sys/class/infiniband"
+
+
+def probe(ctx: ProbeContext) -> list[CheckResult]:
+    env = ctx.env
+    cache = ldconfig_cache(timeout=min(5.0, max(1.0, ctx.remaining() / 4)))
+    found = discover(env, ctx.option("nccl_lib"), cache=cache)
+    results = [check_library(found)]
+    library = found.resolution.found
+    answer = None
+    if library is not None:
+        budget = min(LOAD_TIMEOUT, max(1.0, ctx.remaining() - 5.0))
+        answer = ask_library(library, env, budget)
+        results += check_answer(answer, found, budget)
+    interfaces = local_interfaces()
+    results.append(check_bootstrap(answer, env, interfaces))
+    results.append(check_torch_nccl(answer))
+    supported = supported_versions(library) if library else {}
+    searches = [find_plugins(kind, env, library, cache) for kind in KINDS]
+    version = loaded_version(answer, found)
+    results += [check_plugin(s, supported, version) for s in searches]
+    results.append(check_net(env, searches[0], ib_devices()))
+    files = read_config_files(env, ctx.option("nccl_etc_conf") or "/etc/nccl.conf")
+    results.append(check_config_files(files, env))
+    facts = LintFacts(interfaces={i: a for i, a in interfaces.items()}, ib_devices=ib_devices(),
+                      loaded_version=version, loaded_path=library,
+                      local_world_size=_int(env.get("LOCAL_WORLD_SIZE")), host=ctx.host)
+    settings = effective_settings(env, files, known_names.is_linted)
+    results += [verdict_result(v) for v in lint(settings, facts)]
+    results += gpu_checks(env, _int(env.get("LOCAL_RANK")), min(5.0, ctx.remaining()))
+    return results
+
+
+# -- the library -------------------------------------------------------------------------------
+def loaded_version(answer: LibraryAnswer | None, found: Discovery) -> NcclVersion | None:
+    if answer is not None and answer.version is not None:
+        return answer.version
+    winner = found.winner
+    label = parse_label(winner.version) if winner and winner.version else None
+    return label.version if label else None
+
+
+def check_library(found: Discovery) -> CheckResult:
+    copies = [c.to_dict() for c in found.copies]
+    details: dict[str, Any] = {
+        "copies": copies, "loaded": found.resolution.found, "found_via": found.resolution.how,
+        "search_order": [f"{s.how}: {s.directory}" for s in found.resolution.steps][:20],
+        "torch_lib": str(found.torch.lib_dir) if found.torch.lib_dir else None,
+        "torch_cpu_only": found.torch.simulated, "wheel": found.wheel}
+    if found.resolution.found is None:
+        if found.torch.simulated or found.torch.lib_dir is None:
+            return skipped("nccl.library", "no libnccl.so.2 on this host, and torch here is not "
+                           "a CUDA build: jobs can only use Gloo", **details)
+        return failed("nccl.library", "torch is a CUDA build but no libnccl.so.2 can be found",
+                      "Install the NCCL wheel torch depends on (pip install nvidia-nccl-cu12), or "
+                      "point --nccl-lib / LD_LIBRARY_PATH at a libnccl.so.2.",
+                      Category.VERSION_MISMATCH, **details)
+    if not Path(found.resolution.found).is_file():
+        return failed("nccl.library", f"--nccl-lib {found.resolution.found}: no such file",
+                      "Pass --nccl-lib the path of an existing libnccl.so.2.",
+                      Category.CONFIGURATION, **details)
+    winner = found.winner
+    what = f"{winner.version or 'unknown version'}" if winner else "unknown version"
+    summary = f"the job loads {found.resolution.found} (NCCL {what}, via {found.resolution.how})"
+    bundled = [c for c in found.copies if any("wheel" in s or s == "torch/lib" for s in c.sources)]
+    system = [c for c in found.copies if c not in bundled and "--nccl-lib" not in c.sources]
+    differing = sorted({c.version for c in bundled + system if c.version})
+    if bundled and system and len(differing) > 1:
+        listing = "; ".join(f"{c.path} ({c.version or '?'}, {', '.join(c.sources)})"
+                            for c in bundled + system)
+        return warned("nccl.library", f"{summary}; other copies differ: {listing}",
+                      "Make every node load the same NCCL: remove the stray copy from "
+                      "LD_LIBRARY_PATH / the system, or LD_PRELOAD the one you mean.",
+                      Category.VERSION_MISMATCH, **details)
+    if len(found.copies) > 1:
+        summary += f"; {len(found.copies) - 1} other copy(ies) found, same version"
+    return passed("nccl.library", summary, **details)
+
+
+def check_answer(answer: LibraryAnswer, found: Discovery, budget: float) -> list[CheckResult]:
+    details: dict[str, Any] = {
+        "library": answer.library, "seconds": answer.seconds, "outcome": answer.outcome,
+        "loaded_paths": answer.loaded_paths, "returncode": answer.returncode,
+        "error_strings": {str(k): v for k, v in sorted(answer.error_strings.items())},
+        "log": answer.log[:40]}
+    fix = (f"Replace or remove {answer.library}, or point --nccl-lib at a working libnccl.so.2; "
+           "run `python -c \"import ctypes; ctypes.CDLL('<path>')\"` to see the failure.")
+    if answer.outcome == "hung":
+        return [errored("nccl.load", f"loading {answer.library} did not answer within "
+                        f"{budget:g} s (stuck {answer.describe_stage()}); the child was killed",
+                        fix, Category.VERSION_MISMATCH, **details)]
+    if answer.outcome == "crashed":
+        return [errored("nccl.load", f"{answer.library} crashed the process that loaded it "
+                        f"({answer.signal}, {answer.describe_stage()})", fix,
+                        Category.VERSION_MISMATCH, **details, signal=answer.signal)]
+    if answer.outcome in ("load_error", "incomplete"):
+        why = answer.load_error or f"the child exited with {answer.returncode} " \
+                                   f"{answer.describe_stage()}"
+        return [errored("nccl.load", f"{answer.library} does not load: {why}", fix,
+                        Category.VERSION_MISMATCH, **details, error=why)]
+    results = [passed("nccl.load", f"libnccl loaded and answered in a child process in "
+                      f"{answer.seconds:.2f} s", **details)]
+    if answer.version is None:
+        results.append(errored("nccl.version", f"ncclGetVersion returned no version "
+                               f"(code {answer.version_code})", fix, Category.VERSION_MISMATCH,
+                               code=answer.version_code))
+        return results
+    winner = found.winner
+    details = {"version": str(answer.version), "code": answer.version_code,
+               "banner": winner.banner if winner else None}
+    results.append(passed("nccl.version", f"NCCL {answer.version} (ncclGetVersion = "
+                          f"{answer.version_code})", **details))
+    return results
+
+
+def check_torch_nccl(answer: LibraryAnswer | None) -> CheckResult:
+    """torch.cuda.nccl.version() is the NCCL torch itself loads; it must match ours."""
+    try:
+        import torch
+    except Exception as exc:
+        return skipped("nccl.torch_version", f"skipped: torch does not import ({type(exc).__name__})")
+    if torch.version.cuda is None:
+        return skipped("nccl.torch_version", f"skipped: torch {torch.__version__} is a CPU-only "
+                       "build: it has no NCCL to compare", torch=torch.__version__)
+    try:
+        theirs = from_torch_tuple(torch.cuda.nccl.version())
+    except Exception as exc:
+        return skipped("nccl.torch_version", f"skipped: torch.cuda.nccl.version() failed: {exc}")
+    ours = answer.version if answer else None
+    if theirs is None or ours is None:
+        return skipped("nccl.torch_version", "skipped: one of the two versions is unknown",
+                       torch_nccl=str(theirs) if theirs else None)
+    if theirs != ours:
+        return warned("nccl.torch_version", f"torch reports NCCL {theirs}, the library found "
+                      f"here is {ours}", "Check LD_PRELOAD / LD_LIBRARY_PATH: torch loads a "
+                      "different libnccl than the one inspected; pass it with --nccl-lib.",
+                      Category.VERSION_MISMATCH, torch_nccl=str(theirs), inspected=str(ours))
+    return passed("nccl.torch_version", f"torch.cuda.nccl.version() agrees: {theirs}",
+                  torch_nccl=str(theirs))
+
+
+# -- the bootstrap interface -------------------------------------------------------------------
+def local_interfaces() -> dict[str, list[str]]:
+    """Interfaces that are up and running, with their addresses, in this network namespace."""
+    try:
+        from ncclcheck.interfaces import list_interfaces
+        return {i.name: [a.address for a in i.addresses] for i in list_interfaces()
+                if i.up and i.running and i.addresses}
+    except ImportError:
+        pass
+    import psutil
+    stats, addrs = psutil.net_if_stats(), psutil.net_if_addrs()
+    import socket
+    return {name: [a.address.split("%")[0] for a in addrs.get(name, [])
+                   if a.family in (socket.AF_INET, socket.AF_INET6)]
+            for name, st in stats.items() if st.isup and addrs.get(name)}
+
+
+def predicted_bootstrap(env, version: NcclVersion | None) -> tuple[str | None, bool]:
+    """(interface the network probe predicts, whether a prediction exists at all)."""
+    try:
+        from ncclcheck.interfaces import list_interfaces, predict_nccl_bootstrap
+    except ImportError:
+        return None, False
+    try:
+        choice = predict_nccl_bootstrap(env, list_interfaces(),
+                                        str(version) if version else None)
+    except Exception:  # the prediction is a comparison, never a reason to fail this check
+        return None, False
+    return (choice.name if choice else None), True
+
+
+def _catalogue_text(signature_id: str, facts: dict[str, Any]) -> tuple[str, str] | None:
+    try:
+        from ncclcheck.explain.catalogue import signature
+        return signature(signature_id).render(facts)
+    except Exception:  # the catalogue is optional wording; the check stands without it
+        return None
+
+
+def check_bootstrap(answer: LibraryAnswer | None, env, interfaces: dict[str, list[str]]
+                    ) -> CheckResult:
+    cid = "nccl.bootstrap_interface"
+    if answer is None or answer.bootstrap is None:
+        return skipped(cid, "skipped: the library did not get as far as ncclGetUniqueId")
+    choice = answer.bootstrap
+    real = ", ".join(f"{n} ({', '.join(a)})" for n, a in sorted(interfaces.items())) or "none"
+    ifname = env.get("NCCL_SOCKET_IFNAME")
+    details: dict[str, Any] = {"nccl_interfaces": [choice.interface] if choice.interface else [],
+                               "address": choice.address, "rc": choice.rc,
+                               "last_error": choice.last_error, "NCCL_SOCKET_IFNAME": ifname,
+                               "interfaces_up": interfaces}
+    if choice.no_interface:
+        text = _catalogue_text("nccl.no_socket_interface", {"ifname": ifname} if ifname else {})
+        fix = (f"Set NCCL_SOCKET_IFNAME to an interface present and up on every node; this host "
+               f"has: {real}." if ifname else
+               f"Bring up an interface with an IPv4/IPv6 address; this host has: {real}.")
+        if text:
+            fix = f"{text[1]} This host has: {real}."
+        summary = ("libnccl found no socket interface to bootstrap on"
+                   + (f" (NCCL_SOCKET_IFNAME={ifname} matches nothing up here)" if ifname else ""))
+        return failed(cid, summary, fix, Category.INTERFACE, **details)
+    if choice.interface is None:
+        return errored(cid, f"ncclGetUniqueId failed (rc {choice.rc}) without naming an "
+                       f"interface: {choice.last_error or 'no message'}", None, Category.INTERFACE,
+                       **details)
+    predicted, have = predicted_bootstrap(env, answer.version)
+    details["predicted"] = predicted
+    if have and predicted != choice.interface:
+        return warned(cid, f"libnccl bootstraps on {choice.interface} ({choice.address}), but the "
+                      f"network probe predicted {predicted or 'no interface'}",
+                      f"Pin the interface for every node: NCCL_SOCKET_IFNAME={choice.interface} "
+                      "(or the one your nodes share), and report the disagreement.",
+                      Category.INTERFACE, **details)
+    agrees = " (as the network probe predicted)" if have else ""
+    return passed(cid, f"libnccl bootstraps on {choice.interface} ({choice.address}){agrees}",
+                  **details)
+
+
+# -- plugins -------------------------------------------------------------------------------
+def check_plugin(search: PluginSearch, supported: dict[str, list[int]],
+                 version: NcclVersion | None) -> CheckResult:
+    kind = search.kind
+    cid = f"nccl.plugin.{kind.name}"
+    nccl = f"NCCL {version}" if version else "the loaded NCCL"
+    details: dict[str, Any] = {"variable": kind.variable, "value": search.value,
+                               "tried": search.tried, "found": [p.to_dict() for p in search.found],
+                               "supported": {k: [f"v{n}" for n in supported.get(k, [])]
+                                             for k in kind.symbols}}
+    if search.disabled:
+        return passed(cid, f"{kind.variable}=none: external {kind.name} plugins are disabled",
+                      **details)
+    if not search.found:
+        if search.value:
+            return failed(cid, f"{kind.variable}={search.value}: no plugin file found (tried "
+                          f"{', '.join(search.tried)})", f"Install the plugin and put its "
+                          f"directory on LD_LIBRARY_PATH, give {kind.variable} the full path, "
+                          f"or unset {kind.variable}.", Category.NET_PLUGIN, **details)
+        return passed(cid, f"no {kind.prefix}.so on the search path: {nccl} uses its built-in "
+                      + ("IB and Socket transports" if kind.name == "net" else "defaults"),
+                      **details)
+    verdicts = []
+    for plugin in search.found:
+        primary = judge(plugin, kind.symbols[0], supported)
+        extra = [judge(plugin, fam, supported) for fam in kind.symbols[1:]
+                 if plugin.exports.get(fam)]
+        verdicts.append((plugin, primary, extra))
+    first, primary, extra = verdicts[0]  # NCCL uses the first that loads
+    details["judgement"] = [{"path": p.path, "usable": j.usable, "reason": j.reason,
+                             "also": [e.reason for e in x]} for p, j, x in verdicts]
+    if first.missing_needed:
+        return failed(cid, f"{first.path} needs {', '.join(first.missing_needed)}, which the "
+                      "loader cannot find: NCCL skips the plugin", "Install the missing "
+                      f"libraries or add their directory to LD_LIBRARY_PATH "
+                      f"({', '.join(first.missing_needed)}).", Category.NET_PLUGIN, **details)
+    if primary.usable is False:
+        return failed(cid, f"{first.path} {primary.reason}: {nccl} cannot use it",
+                      f"Install a {kind.name} plugin built for {nccl} (one exporting "
+                      f"{kind.symbols[0]}_v{max(supported.get(kind.symbols[0], [0]))}), or set "
+                      f"{kind.variable}=none.", Category.NET_PLUGIN, **details)
+    if primary.usable is None:
+        return warned(cid, f"{first.path}: {primary.reason}", f"Check the plugin's release notes "
+                      f"for {nccl}.", Category.NET_PLUGIN, **details)
+    unusable_extra = [e for e in extra if e.usable is False]
+    if unusable_extra:
+        return warned(cid, f"{first.path}: {primary.reason}; but {unusable_extra[0].reason} "
+                      "(CollNet/SHARP stays off)", f"Update the plugin to one built for {nccl}.",
+                      Category.NET_PLUGIN, **details)
+    return passed(cid, f"{first.path} {primary.reason}", **details)
+
+
+def ib_devices(root: str = SYS_INFINIBAND) -> list[str]:
+    try:
+        return sorted(p.name for p in Path(root).iterdir())
+    except OSError:
+        return []
+
+
+def check_net(env, net_search: PluginSearch, devices: list[str]) -> CheckResult:
+    """NCCL_NET must name a network that exists here: IB, Socket or an external plugin's."""
+    value = env.get("NCCL_NET")
+    if not value:
+        return passed("nccl.net", "NCCL_NET unset: NCCL picks "
+                      + ("IB (RDMA devices present)" if devices else "Socket (no RDMA devices)"),
+                      ib_devices=devices)
+    name = value.strip().lower()
+    plugin_found = any(p.exports.get("ncclNetPlugin") for p in net_search.found)
+    details = {"NCCL_NET": value, "ib_devices": devices, "net_plugin": plugin_found}
+    if name == "socket":
+        return passed("nccl.net", "NCCL_NET=Socket: the built-in TCP transport, always available",
+                      **details)
+    if name == "ib":
+        if devices:
+            return passed("nccl.net", f"NCCL_NET=IB: RDMA devices {', '.join(devices)} present",
+                          **details)
+        return failed("nccl.net", "NCCL_NET=IB but this host has no RDMA device: NCCL init fails "
+                      "('Failed to initialize any NET plugin')", "Unset NCCL_NET (or set "
+                      "NCCL_NET=Socket) on hosts without InfiniBand/RoCE.", Category.NET_PLUGIN,
+                      **details)
+    if plugin_found:
+        return passed("nccl.net", f"NCCL_NET={value}: an external net plugin is present; its "
+                      "name is checked by NCCL at init", **details)
+    return failed("nccl.net", f"NCCL_NET={value} names no available network: no external net "
+                  "plugin found, and the built-in ones are IB and Socket", "Install the plugin "
+                  f"that provides '{value}' (e.g. aws-ofi-nccl for AWS EFA) and set "
+                  "NCCL_NET_PLUGIN, or unset NCCL_NET.", Category.NET_PLUGIN, **details)
+
+
+# -- settings ------------------------------------------------------------------------------
+def check_config_files(files: list[ConfigFile], env) -> CheckResult:
+    details = {"files": [f.to_dict() for f in files]}
+    broken = [f for f in files if f.error]
+    if broken:
+        f = broken[0]
+        return warned("nccl.config_files", f"{f.path} ({f.why}) cannot be read: {f.error}; NCCL "
+                      "skips it", f"Fix or remove {f.path}.", Category.CONFIGURATION, **details)
+    explicit = env.get("NCCL_CONF_FILE")
+    if explicit and not any(f.exists for f in files if f.why == "NCCL_CONF_FILE"):
+        return warned("nccl.config_files", f"NCCL_CONF_FILE={explicit}: no such file",
+                      "Point NCCL_CONF_FILE at an existing file, or unset it.",
+                      Category.CONFIGURATION, **details)
+    used = [f for f in files if f.exists]
+    if not used:
+        return passed("nccl.config_files", "no NCCL config file (" +
+                      ", ".join(f.path for f in files) + "): settings come from the environment",
+                      **details)
+    bad = [f for f in used if f.skipped]
+    listing = ", ".join(f"{f.path} ({len(f.entries)} setting(s))" for f in used)
+    if bad:
+        return warned("nccl.config_files", f"{bad[0].path}: lines {bad[0].skipped} are not "
+                      "NAME=value; NCCL ignores them", f"Fix those lines in {bad[0].path}.",
+                      Category.CONFIGURATION, **details)
+    return passed("nccl.config_files", f"NCCL also reads {listing}; their settings are judged "
+                  "below (the environment wins)", **details)
+
+
+def verdict_result(v: Verdict) -> CheckResult:
+    name = "socket_count" if v.rule == "socket_count" else v.name
+    details: dict[str, Any] = {"variable": v.name, "value": v.shown_value(), "source": v.source,
+                               "rule": v.rule}
+    if v.notes:
+        details["notes"] = v.notes
+    return _R(f"nccl.setting.{name}", v.status, v.summary, details, v.fix, v.category)
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
