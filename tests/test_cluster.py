@@ -174,3 +174,14 @@ def test_port_taken_rank_0_says_so_and_others_cannot_reach_it():
     assert outs[1][1] == ""
     note = outs[1][2].strip().splitlines()
     assert len(note) == 1 and "[connection]" in note[0] and "rank 1" in note[0]
+
+
+def test_rank_that_cannot_reach_the_store_says_so_within_the_deadline():
+    port = free_port()  # nobody listens: rank 0 never started
+    began = time.monotonic()
+    (code, out, err), = finish([start(1, 2, port, timeout=3)])
+    assert time.monotonic() - began < 3 + 15
+    assert code == 1 and out == ""
+    note = err.strip().splitlines()
+    assert len(note) == 1, err
+    assert "rank 1" in note[0] and "[connection]" in note[0] and f"127.0.0.1:{port}" in note[0]

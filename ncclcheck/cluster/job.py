@@ -15,7 +15,7 @@ import json
 import os
 import sys
 import time
-from typing import Any, Mapping
+from typing import Any, Mapping, NoReturn
 
 from ncclcheck.context import ProbeContext
 from ncclcheck.launchers import Layout, read_layout
@@ -71,16 +71,20 @@ class Outcome:
 
 
 def run_cluster(families: list[str], ctx: ProbeContext, layout: Layout, fmt: str,
-                junit: str | None, strict: bool) -> int:
-    """Run the job-wide check on this rank; returns this rank's exit code (the job's)."""
+                junit: str | None, strict: bool) -> NoReturn:
+    """Run the job-wide check on this rank and exit with the job's status.
+
+    The exit is immediate (os._exit after flushing): a store client that never connected may
+    still be retrying inside torch, and an interpreter shutdown under it aborts the process
+    (exit 134 instead of 1)."""
     outcome = cluster_outcome(families, ctx, layout, fmt, junit, strict)
     if outcome.stdout is not None:
         sys.stdout.write(outcome.stdout + "\n")
-        sys.stdout.flush()
     if outcome.note:
         sys.stderr.write(outcome.note + "\n")
-        sys.stderr.flush()
-    return outcome.code
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(outcome.code)
 
 
 def cluster_outcome(families: list[str], ctx: ProbeContext, layout: Layout, fmt: str,
@@ -202,15 +206,16 @@ def _report_job(session: ClusterSession, ctx: ProbeContext, layout: Layout,
     context = _context(ctx, everything, job, rows)
     table_report = Report(rows, context, bench)
     code = exit_code(table_report.checks, strict)
-    verdict = {"exit": code, "status": table_report.status}
-    session.store.set(key("done"), json.dumps(verdict))
     if junit:
         with open(junit, "w", encoding="utf-8") as handle:
             handle.write(render_junit(table_report))
     shown = Report(everything + job_checks, context, bench) if fmt == "json" else table_report
-    text = render(shown, fmt)
+    # Print before telling the others: once a rank exits 1, torchrun may SIGTERM this one.
+    sys.stdout.write(render(shown, fmt) + "\n")
+    sys.stdout.flush()
+    session.store.set(key("done"), json.dumps({"exit": code, "status": table_report.status}))
     _let_ranks_leave(session, len(reports) - 1)
-    return Outcome(code, stdout=text)
+    return Outcome(code)
 
 
 def _slot_rank(job: Gathered, slot: int) -> tuple[int, int]:

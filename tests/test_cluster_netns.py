@@ -1,0 +1,82 @@
+"""Cluster mode across "nodes": network namespaces on a private bridge (198.18.4.0/24), each
+with its own hostname (unshare --uts), each running a real torchrun with two real ranks.
+Only the machines are simulated; torchrun, the TCPStore and every rank are real.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+pytestmark = [pytest.mark.netns, pytest.mark.slow]
+
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
+STRIP = ("RANK", "WORLD_SIZE", "LOCAL_", "NODE_RANK", "GROUP_", "MASTER_", "SLURM", "OMPI_",
+         "PMI_", "MPI_LOCAL", "PET_", "JSM_", "LSB_", "TORCHELASTIC", "NCCL_", "TORCH_NCCL",
+         "GLOO_", "ROLE_")
+PORT = 29400
+
+
+def node_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(STRIP)}
+    env.update(extra)
+    return env
+
+
+def run_job(cluster, nodes: int, envs: list[dict[str, str]], timeout: float = 40):
+    """torchrun on every node (node 0 hosts rank 0); returns [(code, stdout, stderr)] per node."""
+    master = cluster.node(0).address
+    procs = []
+    for i in range(nodes):
+        argv = TORCHRUN + ["--nnodes", str(nodes), "--nproc-per-node", "2", "--node-rank", str(i),
+                           "--master-addr", master, "--master-port", str(PORT),
+                           "-m", "ncclcheck", "run", "--checks", "ranks", "--format", "json",
+                           "--timeout", str(timeout)]
+        procs.append(cluster.popen(i, argv, hostname=f"node{i}", env=envs[i]))
+    outs = []
+    try:
+        for proc in procs:
+            out, err = proc.communicate(timeout=timeout + 60)
+            outs.append((proc.returncode, out, err))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    return outs
+
+
+def check(doc: dict, check_id: str) -> dict:
+    return next(c for c in doc["checks"] if c["id"] == check_id)
+
+
+def test_two_nodes_under_torchrun_one_job_report(netns_cluster):
+    cluster = netns_cluster("nc4", "198.18.4", nodes=2)
+    outs = run_job(cluster, 2, [node_env(), node_env()])
+    assert [code for code, _, _ in outs] == [0, 0], [err[-1500:] for _, _, err in outs]
+    doc = json.loads(outs[0][1])  # node 0's torchrun carries rank 0's stdout
+    assert outs[1][1].strip() == ""  # node 1's ranks print no report
+    assert doc["status"] == "pass"
+    by_rank = {(c["host"], c["rank"]) for c in doc["checks"] if c["id"] == "ranks.rank"}
+    assert by_rank == {("node0", 0), ("node0", 1), ("node1", 2), ("node1", 3)}
+    assert check(doc, "cluster.hosts")["summary"] == "2 hosts, 2 ranks each"
+    assert doc["context"]["cluster"]["hosts"] == "node0: ranks 0-1; node1: ranks 2-3"
+    store = check(doc, "cluster.store")["details"]
+    assert (store["address"], store["port"]) == (cluster.node(0).address, PORT + 1)
+
+
+def test_node_with_a_different_nccl_setting_is_named(netns_cluster):
+    cluster = netns_cluster("nc4", "198.18.4", nodes=2)
+    outs = run_job(cluster, 2, [node_env(NCCL_SOCKET_IFNAME="eth0"),
+                                node_env(NCCL_SOCKET_IFNAME="eth1")])
+    assert [code for code, _, _ in outs] == [1, 1], [err[-1500:] for _, _, err in outs]
+    doc = json.loads(outs[0][1])
+    settings = check(doc, "cluster.settings")
+    assert settings["status"] == "fail" and settings["category"] == "configuration"
+    assert settings["details"]["differences"] == [
+        {"name": "NCCL_SOCKET_IFNAME", "reference": "eth0", "value": "eth1",
+         "where": "node1: ranks 2-3", "hosts": ["node1"], "ranks": [2, 3]}]
+    assert "NCCL_SOCKET_IFNAME=eth0" in settings["fix"]
