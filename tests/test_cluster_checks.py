@@ -1,0 +1,140 @@
+"""The gather-only checks and the per-check aggregation, on identities and results as ranks
+announce them. Pure functions: versions that differ between nodes cannot be produced on one
+machine with one environment, so those cases are given as data."""
+
+from __future__ import annotations
+
+from ncclcheck.cluster.aggregate import aggregate, by_host, rank_ranges
+from ncclcheck.cluster.checks import Gathered, cluster_checks
+from ncclcheck.model import Category, CheckResult, Status, failed, passed
+
+VERSIONS = {"python": "3.11.7", "torch": "2.4.0+cu121", "cuda": "12.1", "nccl": "2.20.5",
+            "driver": "550.54.15"}
+
+
+def member(rank: int, host: str, local_rank: int, slot: int | None = None, **over) -> dict:
+    data = {"rank": rank, "host": host, "local_rank": local_rank, "node_rank": int(host[-1]),
+            "world_size": 8, "settings": {"WORLD_SIZE": "8", "MASTER_ADDR": "node0",
+                                           "MASTER_PORT": "29500"},
+            "versions": dict(VERSIONS), "slot": slot if slot is not None else rank + 1}
+    data.update(over)
+    return data
+
+
+def job(members: list[dict], reported: set[int] | None = None) -> Gathered:
+    slots = {m["slot"] for m in members} if reported is None else reported
+    return Gathered(8, members, slots, local_world_size=4)
+
+
+def healthy() -> list[dict]:
+    return [member(r, f"node{r // 4}", r % 4) for r in range(8)]
+
+
+def by_id(results: list[CheckResult]) -> dict[str, CheckResult]:
+    return {r.id: r for r in results}
+
+
+def test_rank_ranges_and_host_grouping():
+    assert rank_ranges([0, 1, 2, 5, 7, 8]) == "0-2, 5, 7-8"
+    assert rank_ranges([3]) == "3"
+    assert by_host([("node3", r) for r in range(24, 32)]) == "node3: ranks 24-31"
+    assert by_host([("b", 5), ("a", 1), ("a", 2)]) == "a: ranks 1-2; b: rank 5"
+    assert by_host([("node1", 4), ("node2", 8)], scope="node") == "node1, node2"
+    many = by_host([(f"n{i}", i) for i in range(10)], limit=3)
+    assert many == "n0: rank 0; n1: rank 1; n2: rank 2 and 7 more hosts"
+
+
+def test_healthy_job_passes_every_cluster_check():
+    results = cluster_checks(job(healthy()))
+    assert [r.status for r in results] == [Status.PASS] * 6
+    assert by_id(results)["cluster.hosts"].summary == "2 hosts, 4 ranks each"
+
+
+def test_versions_name_the_odd_node_out():
+    members = [member(r, f"node{r // 4}", r % 4) for r in range(12)]
+    for m in members:
+        if m["host"] == "node1":
+            m["versions"]["nccl"] = "2.18.1"
+    gathered = Gathered(12, members, {m["slot"] for m in members}, 4)
+    result = by_id(cluster_checks(gathered))["cluster.versions"]
+    assert result.status == Status.FAIL and result.category == Category.VERSION_MISMATCH
+    assert result.summary == ("versions differ between nodes: NCCL 2.18.1 on node1 but 2.20.5 "
+                              "elsewhere")
+    assert result.details["odd_hosts"] == ["node1"]
+    assert "NCCL 2.20.5" in result.fix
+
+
+def test_two_nodes_tie_takes_rank_0s_node_as_the_reference():
+    members = healthy()
+    for m in members[4:]:
+        m["versions"]["torch"] = "2.3.1+cu121"
+    result = by_id(cluster_checks(job(members)))["cluster.versions"]
+    assert result.details["odd_hosts"] == ["node1"]
+
+
+def test_duplicate_and_out_of_range_ranks():
+    members = healthy()
+    members[5]["rank"] = 4  # node1 local 1 claims rank 4 too; rank 5 is then missing
+    members.append(member(9, "node1", 3, slot=20))
+    results = by_id(cluster_checks(job(members)))
+    ids = results["cluster.rank_ids"]
+    assert ids.status == Status.FAIL and ids.category == Category.RANK_MISMATCH
+    assert "rank 4 is claimed by 2 processes (node1 local rank 0, node1 local rank 1)" in ids.summary
+    assert "node1: rank 9 outside 0..7" in ids.summary
+    assert results["cluster.reported"].details["missing_ranks"] == [5]
+
+
+def test_missing_rank_is_placed_on_the_node_it_should_be_on():
+    members = [m for m in healthy() if m["rank"] != 6]
+    result = by_id(cluster_checks(job(members)))["cluster.reported"]
+    assert result.category == Category.TIMEOUT
+    assert "rank 6 never connected (expected on node1 (node 1))" in result.summary
+    whole_node = [m for m in healthy() if m["rank"] < 4]
+    result = by_id(cluster_checks(job(whole_node)))["cluster.reported"]
+    assert "ranks 4-7 never connected (expected on node 1, from which no rank connected)" \
+        in result.summary
+
+
+def test_settings_differ_names_the_ranks_and_the_fix():
+    members = healthy()
+    for m in members[4:]:
+        m["settings"]["NCCL_IB_HCA"] = "mlx5_0"
+    result = by_id(cluster_checks(job(members)))["cluster.settings"]
+    assert result.status == Status.FAIL and result.category == Category.CONFIGURATION
+    assert result.summary == ("settings differ between ranks: NCCL_IB_HCA='mlx5_0' on node1: "
+                              "ranks 4-7 but unset on rank 0 (node0)")
+    assert "unset NCCL_IB_HCA" in result.fix
+
+
+def test_uneven_hosts():
+    members = [m for m in healthy() if m["rank"] != 7] + [member(7, "node2", 0)]
+    result = by_id(cluster_checks(job(members)))["cluster.hosts"]
+    assert result.status == Status.FAIL
+    assert result.summary == ("hosts run different numbers of ranks: node1 runs 3, node2 runs 1, "
+                              "the others 4")
+    assert result.details["ranks_per_host"] == {"node0": 4, "node1": 3, "node2": 1}
+
+
+def test_aggregate_one_row_per_check_with_failing_ranks_by_host():
+    results = []
+    for r in range(32):
+        host = f"node{r // 8}"
+        if host == "node3":
+            res = failed("ranks.rank", f"rank {r} bad", "fix it", Category.RANK_MISMATCH)
+        else:
+            res = passed("ranks.rank", f"rank {r} ok")
+        res.host, res.rank = host, r
+        results.append(res)
+    for n in range(4):
+        res = passed("net.interfaces", "eth0 up")
+        res.host, res.rank = f"node{n}", n * 8
+        results.append(res)
+    rows = by_id(aggregate(results, {"ranks": "rank", "net": "node"}))
+    row = rows["ranks.rank"]
+    assert row.status == Status.FAIL
+    assert row.host == "node3: ranks 24-31"
+    assert "[fail on 8 of 32 ranks (node3: ranks 24-31)]" in row.summary
+    assert row.details["counts"] == [{"status": "fail", "count": 8}, {"status": "pass", "count": 24}]
+    net = rows["net.interfaces"]
+    assert net.summary == "eth0 up [pass on all 4 nodes]"
+    assert net.to_dict()["details"]["counts"] == [{"status": "pass", "count": 4}]
