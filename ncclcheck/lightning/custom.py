@@ -31,16 +31,21 @@ class ClusterEnvSpecError(ValueError):
     """``--cluster-env`` does not name an importable class."""
 
 
+def parse_spec(spec: str) -> tuple[str, str]:
+    module_name, sep, class_name = spec.rpartition(":")
+    if not sep or not module_name or not class_name.isidentifier():
+        raise ClusterEnvSpecError(f"--cluster-env {spec!r}: expected MODULE:CLASS, e.g. "
+                                  "my_project.envs:MyClusterEnvironment")
+    return module_name, class_name
+
+
 def load_cluster_env(spec: str) -> type:
     """Import ``MODULE:CLASS`` (MODULE may be a dotted name or a path to a .py file).
 
     The current directory is importable, as with ``python -m``, since that is where a user's
     training code lives.
     """
-    module_name, sep, class_name = spec.rpartition(":")
-    if not sep or not module_name or not class_name:
-        raise ClusterEnvSpecError(f"--cluster-env {spec!r}: expected MODULE:CLASS, e.g. "
-                                  "my_project.envs:MyClusterEnvironment")
+    module_name, class_name = parse_spec(spec)
     try:
         if module_name.endswith(".py") or os.sep in module_name:
             module = _load_file(Path(module_name))

@@ -27,6 +27,9 @@ def validate_options(lightning: bool, cluster_env: str | None) -> None:
     """
     if not lightning and not cluster_env:
         return
+    if cluster_env:
+        from ncclcheck.lightning.custom import parse_spec
+        parse_spec(cluster_env)
     load_lightning()
     if cluster_env:
         from ncclcheck.lightning.custom import load_cluster_env
