@@ -139,6 +139,26 @@ def ranks(fmt, junit, timeout, strict, nodes, gpus_per_node, lightning, cluster_
 
 @cli.command()
 @probe_options
+@click.option("--mesh-full-max", "mesh_full_max", type=click.IntRange(min=2), default=32,
+              show_default=True, help="Largest node count tested as a full mesh; above it each "
+                                      "node dials its ring successor plus 2 random nodes.")
+@click.option("--mesh-connect-timeout", "mesh_connect_timeout", type=click.FloatRange(min=0.1),
+              help="Seconds one mesh connection may take (default: min(5, a share of --timeout)).")
+def net(fmt, junit, timeout, strict, nodes, gpus_per_node, mesh_full_max,
+        mesh_connect_timeout) -> None:
+    """Check interfaces, NCCL/Gloo interface choice, MASTER_ADDR/MASTER_PORT and the mesh.
+
+    \b
+    Examples:
+      NCCL_SOCKET_IFNAME=eth0 MASTER_ADDR=node0 MASTER_PORT=29500 ncclcheck net
+      torchrun --nnodes 4 --nproc-per-node 8 ... -m ncclcheck net   # + node-to-node mesh
+    """
+    _run(["net"], fmt, junit, timeout, strict, nodes, gpus_per_node,
+         mesh_full_max=mesh_full_max, mesh_connect_timeout=mesh_connect_timeout)
+
+
+@cli.command()
+@probe_options
 @bench_options
 def bench(fmt, junit, timeout, strict, nodes, gpus_per_node, **sweep) -> None:
     """All-reduce sweep over NCCL (Gloo on CPU), printed as nccl-tests prints it.
@@ -168,6 +188,28 @@ def nccl(fmt, junit, timeout, strict, nodes, gpus_per_node, nccl_lib) -> None:
         NCCL_NSOCKS_PERTHREAD=4 NCCL_SOCKET_NTHREADS=4 ncclcheck nccl
     """
     _run(["nccl"], fmt, junit, timeout, strict, nodes, gpus_per_node, nccl_lib=nccl_lib)
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, metavar="[PATH ...]")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+              help="Output format; json prints exactly one document.")
+@click.option("--exit-code", "exit_code", is_flag=True,
+              help="Exit 1 when a failure was found (for CI); otherwise exit 0 whatever was found.")
+@click.option("--list", "list_catalogue", is_flag=True, help="Print the failure catalogue and exit.")
+def explain(paths, fmt, exit_code, list_catalogue) -> None:
+    """Explain failed runs' logs: the root cause first, with its rank, host and fix.
+
+    PATH is a file, a directory (every file in it) or - for stdin (the default); gzip is
+    read transparently.
+
+    \b
+    Example:
+      ncclcheck explain slurm-1234.out
+      kubectl logs job/train | ncclcheck explain --format json
+    """
+    from ncclcheck.explain.cli import run_explain
+    sys.exit(run_explain(list(paths), fmt, exit_code, list_catalogue, UsageFailure))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -255,10 +255,20 @@ def _build(entry: dict[str, Any]) -> Signature:
 
 
 @lru_cache(maxsize=1)
+def _data() -> dict[str, Any]:
+    text = resources.files("ncclcheck.explain").joinpath(CATALOGUE_FILE).read_text("utf-8")
+    return tomllib.loads(text)
+
+
+def gate() -> tuple[str, ...]:
+    """Strings one of which every interesting line contains (the cheap prefilter)."""
+    return tuple(_data()["gate"])
+
+
+@lru_cache(maxsize=1)
 def load() -> tuple[Signature, ...]:
     """All signatures, in catalogue order (parsed once per process)."""
-    text = resources.files("ncclcheck.explain").joinpath(CATALOGUE_FILE).read_text("utf-8")
-    data = tomllib.loads(text)
+    data = _data()
     signatures = tuple(_build(entry) for entry in data["signature"])
     seen: set[str] = set()
     for sig in signatures:

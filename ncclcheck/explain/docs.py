@@ -1,0 +1,85 @@
+"""docs/failures.md and `ncclcheck explain --list`, both generated from the catalogue.
+
+Run ``python -m ncclcheck.explain.docs`` to rewrite docs/failures.md; ``--check`` exits 1 when
+the committed file differs from what the catalogue produces.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ncclcheck.explain.catalogue import Signature, all_signatures
+
+DOC_PATH = Path(__file__).resolve().parents[2] / "docs" / "failures.md"
+
+
+def catalogue_table() -> str:
+    """One line per signature, for `ncclcheck explain --list`."""
+    sigs = all_signatures()
+    width = max(len(s.id) for s in sigs)
+    lines = [f"{'id':<{width}}  {'category':<16} title", f"{'-' * width}  {'-' * 16} -----"]
+    for sig in sigs:
+        mark = " (consequence)" if sig.consequence else " (warning)" if sig.warning else ""
+        lines.append(f"{sig.id:<{width}}  {sig.category.value:<16} {sig.title}{mark}")
+    lines.append(f"\n{len(sigs)} signatures; details: docs/failures.md")
+    return "\n".join(lines)
+
+
+def failures_markdown() -> str:
+    sigs = all_signatures()
+    out = [
+        "# Known failures",
+        "",
+        "<!-- Generated from ncclcheck/explain/catalogue.toml by `python -m ncclcheck.explain.docs`;"
+        " do not edit by hand. -->",
+        "",
+        f"`ncclcheck explain` knows {len(sigs)} failure signatures. Each has a stable id, a "
+        "category from the taxonomy, the pattern(s) it matches, what it means and the fix. "
+        "*Consequence* signatures usually follow another failure and are never chosen as the "
+        "root cause while a primary failure is in view; *warning* signatures are messages after "
+        "which the library carries on. Words in `<angle brackets>` are filled in from the "
+        "matched line.",
+        "",
+        "| id | category | title |",
+        "|---|---|---|",
+    ]
+    out += [f"| [`{s.id}`](#{_anchor(s.id)}) | {s.category.value} | {s.title} |" for s in sigs]
+    for sig in sigs:
+        out += ["", *_section(sig)]
+    return "\n".join(out) + "\n"
+
+
+def _section(sig: Signature) -> list[str]:
+    kind = "consequence" if sig.consequence else "warning" if sig.warning else "primary failure"
+    explanation, fix = sig.render({})
+    lines = [f"## {sig.id}", "", f"**{sig.title}** — category `{sig.category.value}`, {kind}, "
+             f"priority {sig.priority}.", "", f"What it means: {explanation}", "",
+             f"Fix: {fix}", "", "Example:", "", "```", sig.example, "```", "", "Patterns:", ""]
+    lines += [f"- `{p}`" for p in sig.patterns]
+    if sig.requires:
+        lines += ["", "Only when: " + ", ".join(f"`{c}`" for c in sig.requires)]
+    return lines
+
+
+def _anchor(sig_id: str) -> str:
+    return sig_id.replace(".", "").lower()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    text = failures_markdown()
+    if "--check" in args:
+        current = DOC_PATH.read_text("utf-8") if DOC_PATH.exists() else ""
+        if current != text:
+            print(f"{DOC_PATH.name} is stale: run python -m ncclcheck.explain.docs", file=sys.stderr)
+            return 1
+        return 0
+    DOC_PATH.parent.mkdir(exist_ok=True)
+    DOC_PATH.write_text(text, "utf-8")
+    print(f"wrote {DOC_PATH}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,133 @@
+"""explain(): read logs, match the catalogue, summarise NCCL, rank the findings."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from ncclcheck.explain.catalogue import Signature, all_signatures, gate
+from ncclcheck.explain.findings import Finding, Hit, group
+from ncclcheck.explain.lines import LineInfo, parse_line, stamp_in
+from ncclcheck.explain.reader import Source, sources
+from ncclcheck.explain.scan import Candidate, Scanner
+from ncclcheck.explain.summary import NcclSummary
+
+# torchrun's failure report puts time, host and rank on the lines before "exitcode".
+_BLOCK_FIELD = re.compile(r"^\s*(?P<key>time|host|rank)\s*:\s*(?P<value>\S+)")
+_HOST_FACTS = ("node", "hostname")
+_RANK_FACTS = ("task",)
+
+
+@dataclass
+class Explanation:
+    """The result of explaining some logs."""
+
+    findings: list[Finding]
+    nccl: dict[str, Any] | None
+    files: list[str] = field(default_factory=list)
+    lines: int = 0
+
+    @property
+    def failed(self) -> bool:
+        """True when a finding other than a warning was made (what --exit-code reports)."""
+        return any(not f.signature.warning for f in self.findings)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "findings": [f.to_dict() for f in self.findings],
+            "nccl": self.nccl,
+            "files": self.files,
+        }
+
+
+class Matcher:
+    """Matches candidate lines against the catalogue, cheapest test first."""
+
+    def __init__(self, signatures: Iterable[Signature]) -> None:
+        self.signatures = tuple(signatures)
+
+    def match(self, message: str) -> tuple[Signature, dict[str, Any]] | None:
+        for sig in self.signatures:
+            if any(needle in message for needle in sig.needles):
+                facts = sig.match(message)
+                if facts is not None:
+                    return sig, facts
+        return None
+
+
+def explain(paths: list[str]) -> Explanation:
+    """Explain the logs at ``paths`` (files, directories, "-" or nothing for stdin)."""
+    return explain_sources(sources(paths))
+
+
+def explain_sources(items: list[Source]) -> Explanation:
+    scanner = Scanner(gate())
+    matcher = Matcher(all_signatures())
+    summary = NcclSummary()
+    hits: list[Hit] = []
+    for source in items:
+        stream = source.open()
+        try:
+            _scan_one(source.name, scanner.lines(stream), matcher, summary, hits)
+        finally:
+            if source.path is not None:
+                stream.close()
+    return Explanation(group(hits), summary.to_dict(), [s.name for s in items])
+
+
+def _scan_one(name: str, candidates: Iterable[Candidate], matcher: Matcher,
+              summary: NcclSummary, hits: list[Hit]) -> None:
+    year: int | None = None
+    for cand in candidates:
+        info = parse_line(cand.text, year)
+        if info.time is not None and info.year_known and year is None:
+            year = info.time.year
+        if cand.info:
+            summary.feed(info.message)
+        matched = matcher.match(info.message)
+        if matched is None:
+            continue
+        sig, facts = matched
+        _add_context(sig, facts, info, cand)
+        hits.append(Hit(sig, facts, name, cand.number, cand.text.strip()[:2000],
+                        _rank(info, facts), _host(info, facts), info.time, len(hits)))
+
+
+def _add_context(sig: Signature, facts: dict[str, Any], info: LineInfo, cand: Candidate) -> None:
+    """Facts printed on lines before the match (torchrun's failure block)."""
+    if "exitcode" not in cand.text:
+        return
+    for line in reversed(cand.before(6)):
+        field_match = _BLOCK_FIELD.match(line)
+        if field_match is None:
+            if line.strip().startswith("[") or "Root Cause" in line or "Failures:" in line:
+                break
+            continue
+        key, value = field_match.group("key"), field_match.group("value")
+        if key == "rank" and value.isdigit():
+            facts.setdefault("rank", int(value))
+        elif key == "host":
+            facts.setdefault("hostname", value)
+        elif key == "time" and info.time is None:
+            info.time = stamp_in(line)
+
+
+def _rank(info: LineInfo, facts: dict[str, Any]) -> int | None:
+    if info.rank is not None:
+        return info.rank
+    for key in ("rank",) + _RANK_FACTS:
+        value = facts.get(key)
+        if isinstance(value, int):
+            return value
+    return None
+
+
+def _host(info: LineInfo, facts: dict[str, Any]) -> str | None:
+    if info.host:
+        return info.host
+    for key in _HOST_FACTS:
+        value = facts.get(key)
+        if isinstance(value, str):
+            return value
+    return None

@@ -1,0 +1,125 @@
+"""From matched lines to findings: group by signature, count, and choose the root cause.
+
+Root cause: primary failures beat consequences (a peer's closed socket, a timeout, the
+launcher's SIGTERM to survivors), which beat warnings the library carried on from. Among the
+primary failures, the earliest wins when every one of them carries a timestamp; otherwise the
+catalogue priority decides (a crash, an OOM or a misconfiguration before a generic error
+code), then order of appearance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from ncclcheck.explain.catalogue import Signature
+
+
+@dataclass
+class Hit:
+    """One log line that matched one signature."""
+
+    signature: Signature
+    facts: dict[str, Any]
+    file: str
+    line: int
+    text: str
+    rank: int | None
+    host: str | None
+    time: datetime | None
+    order: int  # position among all hits, in reading order
+
+
+@dataclass
+class Finding:
+    """All hits of one signature: the first one speaks for them, the rest are counted."""
+
+    first: Hit
+    count: int = 1
+    ranks: set[int] = field(default_factory=set)
+    hosts: set[str] = field(default_factory=set)
+    files: set[str] = field(default_factory=set)
+    root_cause: bool = False
+
+    @property
+    def signature(self) -> Signature:
+        return self.first.signature
+
+    @property
+    def tier(self) -> int:
+        """0 primary failure, 1 consequence, 2 warning."""
+        sig = self.signature
+        return 2 if sig.warning else 1 if sig.consequence else 0
+
+    def add(self, hit: Hit) -> None:
+        self.count += 1
+        if _earlier(hit, self.first):
+            self.first = hit
+        self._note(hit)
+
+    def _note(self, hit: Hit) -> None:
+        if hit.rank is not None:
+            self.ranks.add(hit.rank)
+        if hit.host:
+            self.hosts.add(hit.host)
+        self.files.add(hit.file)
+
+    def to_dict(self) -> dict[str, Any]:
+        hit = self.first
+        explanation, fix = self.signature.render(hit.facts)
+        return {
+            "id": self.signature.id,
+            "category": self.signature.category.value,
+            "title": self.signature.title,
+            "root_cause": self.root_cause,
+            "file": hit.file,
+            "line": hit.line,
+            "text": hit.text,
+            "rank": hit.rank,
+            "host": hit.host,
+            "time": hit.time.isoformat(sep=" ") if hit.time else None,
+            "explanation": explanation,
+            "fix": fix,
+            "facts": hit.facts,
+            "count": self.count,
+            "ranks": sorted(self.ranks),
+            "hosts": sorted(self.hosts),
+            "consequence": self.signature.consequence,
+            "warning": self.signature.warning,
+        }
+
+
+def _earlier(a: Hit, b: Hit) -> bool:
+    if a.time is not None and b.time is not None and a.time != b.time:
+        return a.time < b.time
+    return a.order < b.order
+
+
+def group(hits: list[Hit]) -> list[Finding]:
+    """One finding per signature, root cause first, then by tier, priority and appearance."""
+    by_id: dict[str, Finding] = {}
+    for hit in hits:
+        found = by_id.get(hit.signature.id)
+        if found is None:
+            found = by_id[hit.signature.id] = Finding(first=hit, count=1)
+            found._note(hit)
+        else:
+            found.add(hit)
+    findings = list(by_id.values())
+    if not findings:
+        return []
+    root = choose_root(findings)
+    root.root_cause = True
+    rest = sorted((f for f in findings if f is not root),
+                  key=lambda f: (f.tier, -f.signature.priority, f.first.order))
+    return [root] + rest
+
+
+def choose_root(findings: list[Finding]) -> Finding:
+    best_tier = min(f.tier for f in findings)
+    candidates = [f for f in findings if f.tier == best_tier]
+    if all(f.first.time is not None for f in candidates):
+        return min(candidates, key=lambda f: (f.first.time, -f.signature.priority,
+                                              f.first.order))
+    return min(candidates, key=lambda f: (-f.signature.priority, f.first.order))

@@ -1,0 +1,97 @@
+"""One log line: strip launcher and logger prefixes, keep who printed it and when.
+
+Handles NCCL's ``host:pid:tid [dev]`` prefix (with or without its ``[date time]`` stamp),
+torchrun's ``[rank3]:`` and ``[default0]:``, srun ``--label``'s ``3: ``, glog-style
+``[E906 12:16:32.611 file.cpp:607]`` and Python logging's ``2026-12-02 12:59:53,123``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+_PREFIXES = re.compile(
+    r"""\s*(?:
+        \[rank(?P<rank>\d+)\]:\s?                                   # torchrun --tee / log prefix
+      | \[(?P<role>[A-Za-z_]+)(?P<local_rank>\d+)\]:\s?             # torchrun [default0]:
+      | (?P<label>\d{1,6}):\s                                       # srun --label
+      | \[(?P<stamp>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)\]\s?   # NCCL [%F %T]
+      | (?P<pystamp>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)(?:Z|[+-]\d\d:?\d\d)?\s   # logging
+      | \[(?P<glog>[IWEF])(?P<month>\d{1,2})(?P<day>\d\d)\s(?P<clock>\d\d:\d\d:\d\d(?:\.\d+)?)[^\]]*\]\s?
+      | (?P<host>[A-Za-z0-9][\w.\-]*):(?P<pid>\d+):(?P<tid>\d+)\s(?:\[(?P<dev>\d+)\]\s)?   # NCCL
+    )""",
+    re.X,
+)
+_RANK_IN_TEXT = re.compile(r"\[(?:PG [^\]]*?)?Rank (?P<rank>\d+)\]")
+
+
+@dataclass
+class LineInfo:
+    """What the prefixes of a line said about it; ``message`` is the rest."""
+
+    message: str
+    rank: int | None = None
+    local_rank: int | None = None
+    host: str | None = None
+    pid: int | None = None
+    time: datetime | None = None
+    year_known: bool = True
+
+
+def parse_line(text: str, default_year: int | None = None) -> LineInfo:
+    """Peel known prefixes off ``text`` (in any order, as launchers nest them)."""
+    info = LineInfo(message=text)
+    pos = 0
+    for _ in range(8):
+        found = _PREFIXES.match(text, pos)
+        if not found or found.end() == pos:
+            break
+        groups = found.groupdict()
+        if groups["rank"] is not None:
+            info.rank = int(groups["rank"])
+        elif groups["local_rank"] is not None:
+            info.local_rank = int(groups["local_rank"])
+        elif groups["label"] is not None:
+            info.rank = int(groups["label"]) if info.rank is None else info.rank
+        elif groups["stamp"] or groups["pystamp"]:
+            info.time = info.time or _iso(groups["stamp"] or groups["pystamp"])
+        elif groups["glog"]:
+            info.time = info.time or _glog(groups, default_year)
+            info.year_known = default_year is not None
+        elif groups["host"]:
+            info.host, info.pid = groups["host"], int(groups["pid"])
+        pos = found.end()
+    info.message = text[pos:]
+    if info.rank is None:
+        in_text = _RANK_IN_TEXT.search(info.message)
+        if in_text:
+            info.rank = int(in_text.group("rank"))
+    return info
+
+
+def _iso(value: str) -> datetime | None:
+    try:
+        return datetime.fromisoformat(value.replace(",", ".").replace("T", " "))
+    except ValueError:
+        return None
+
+
+def _glog(groups: dict, year: int | None) -> datetime | None:
+    clock = groups["clock"].split(".")[0]
+    try:
+        return datetime.strptime(f"{year or 1900}-{groups['month']}-{groups['day']} {clock}",
+                                 "%Y-%m-%d %H:%M:%S")
+    except ValueError:
+        return None
+
+
+_ANY_STAMP = re.compile(r"(\d{4}-\d\d-\d\d)[ T_](\d\d:\d\d:\d\d)")
+
+
+def stamp_in(text: str) -> datetime | None:
+    """A full date-time anywhere in ``text`` (torchrun's ``time : 2026-12-02_12:59:53``)."""
+    found = _ANY_STAMP.search(text)
+    if not found:
+        return None
+    return _iso(f"{found.group(1)} {found.group(2)}")

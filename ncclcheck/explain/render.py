@@ -1,0 +1,102 @@
+"""Explain output: a terminal report, markdown for tickets, JSON per the contract."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from typing import Any
+
+from ncclcheck.explain.engine import Explanation
+from ncclcheck.explain.summary import summary_lines
+
+WIDTH = 96
+
+
+def render(result: Explanation, fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(result.to_dict(), indent=2, default=str)
+    data = result.to_dict()
+    return render_markdown(data) if fmt == "markdown" else render_table(data)
+
+
+def _where(f: dict[str, Any]) -> str:
+    parts = []
+    if f["rank"] is not None:
+        parts.append(f"rank {f['rank']}")
+    if f["host"]:
+        parts.append(f"on {f['host']}")
+    return " ".join(parts)
+
+
+def _others(f: dict[str, Any]) -> str:
+    extra = []
+    if len(f["ranks"]) > 1:
+        extra.append(f"ranks {_span(f['ranks'])}")
+    if len(f["hosts"]) > 1:
+        extra.append(f"{len(f['hosts'])} hosts")
+    return ", ".join(extra)
+
+
+def _span(ranks: list[int]) -> str:
+    if len(ranks) > 2 and ranks == list(range(ranks[0], ranks[-1] + 1)):
+        return f"{ranks[0]}-{ranks[-1]}"
+    shown = ",".join(str(r) for r in ranks[:12])
+    return shown + (",..." if len(ranks) > 12 else "")
+
+
+def _wrap(text: str, indent: str) -> list[str]:
+    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent) or [indent]
+
+
+def render_table(data: dict[str, Any]) -> str:
+    findings = data["findings"]
+    out = [f"ncclcheck explain — {len(data['files'])} log(s)"]
+    if not findings:
+        out += ["", "No known failure found."]
+    else:
+        root = findings[0]
+        out += ["", f"ROOT CAUSE  {root['title']}  [{root['id']}, {root['category']}]"]
+        where = _where(root)
+        out.append(f"  where:  {root['file']}:{root['line']}" + (f"  ({where})" if where else ""))
+        out += _wrap(root["text"][:300], "  line:   ")
+        out += _wrap(root["explanation"], "  what:   ")
+        out += _wrap(root["fix"], "  fix:    ")
+        if root["count"] > 1:
+            out.append(f"  seen {root['count']} times" + (f" ({_others(root)})" if _others(root) else ""))
+        rest = findings[1:]
+        if rest:
+            out += ["", "Also found (grouped; * usually a consequence of the root cause):"]
+            for f in rest:
+                mark = "*" if f["consequence"] else "!" if f["warning"] else " "
+                where = _others(f) or _where(f)
+                out.append(f" {mark} {f['count']:>4}x  {f['id']:<32} {f['category']:<15} "
+                           f"{f['file']}:{f['line']}" + (f"  {where}" if where else ""))
+                out += _wrap(f["fix"], "          fix: ")
+    if data["nccl"]:
+        out += ["", "What NCCL said:"] + ["  " + line for line in summary_lines(data["nccl"])]
+    return "\n".join(out)
+
+
+def render_markdown(data: dict[str, Any]) -> str:
+    findings = data["findings"]
+    out = ["# ncclcheck explain", ""]
+    if not findings:
+        out.append("No known failure found.")
+    else:
+        root = findings[0]
+        out += [f"## Root cause: {root['title']}", "",
+                f"- **id**: `{root['id']}` ({root['category']})",
+                f"- **where**: `{root['file']}:{root['line']}` {_where(root)}".rstrip(),
+                f"- **line**: `{root['text'][:300]}`",
+                f"- **what happened**: {root['explanation']}",
+                f"- **fix**: {root['fix']}"]
+        if len(findings) > 1:
+            out += ["", "## Also found", "", "| count | id | category | where | fix |",
+                    "|---:|---|---|---|---|"]
+            for f in findings[1:]:
+                cell = f["fix"].replace("|", "\\|")
+                where = f"{f['file']}:{f['line']} {_others(f) or _where(f)}".strip()
+                out.append(f"| {f['count']} | `{f['id']}` | {f['category']} | {where} | {cell} |")
+    if data["nccl"]:
+        out += ["", "## What NCCL said", ""] + [f"- {line}" for line in summary_lines(data["nccl"])]
+    return "\n".join(out)

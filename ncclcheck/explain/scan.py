@@ -1,0 +1,140 @@
+"""Streaming scan: find the few lines worth a regex without looking at every line in Python.
+
+A log is read in fixed-size blocks (constant memory, whatever the file or line length). In
+each block, ``bytes.find`` looks for the catalogue's gate strings (a C-speed substring search);
+only the lines around those hits are decoded and handed on. NCCL INFO lines feed the NCCL
+summary, up to a cap per file, since everything it reports is printed at communicator init.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import BinaryIO, Callable, Iterator
+
+BLOCK = 8 << 20            # bytes read at a time
+MAX_LINE = 64 << 10        # longest text kept for one line (the part around the hit)
+MAX_INFO_LINES = 20_000    # NCCL INFO lines per file given to the summary
+INFO_TOKENS = (b"NCCL INFO", b"NCCL version")
+LAST_ERROR = b"Last error:"
+
+
+@dataclass
+class Candidate:
+    """A line that passed the gate: its number in the file, its text and how to see before it."""
+
+    number: int
+    text: str
+    info: bool                       # an NCCL INFO / version line (for the summary)
+    before: Callable[[int], list[str]]
+
+
+class Scanner:
+    """Yields the candidate lines of one stream."""
+
+    def __init__(self, gate: tuple[str, ...], block: int = BLOCK) -> None:
+        self.gate = tuple(t.encode() for t in gate)
+        self.block = block
+
+    def lines(self, stream: BinaryIO) -> Iterator[Candidate]:
+        line_base = 1          # number of the first line in the current buffer
+        carry = b""
+        info_left = MAX_INFO_LINES
+        pending_next = False   # the previous block ended on "Last error:"
+        while True:
+            data = stream.read(self.block)
+            final = not data
+            buf = carry + data if data else carry
+            if not buf:
+                return
+            if final:
+                body, carry = buf, b""
+            else:
+                cut = buf.rfind(b"\n")
+                if cut < 0:
+                    if len(buf) < self.block:
+                        carry = buf
+                        continue
+                    # One line longer than a block: scan this piece, keep a small overlap so a
+                    # gate string split across the boundary is still seen; no newline, so the
+                    # line number does not move.
+                    body, carry = buf, buf[-256:]
+                    for cand in self._block(body, line_base, False, 0)[0]:
+                        yield cand
+                    continue
+                body, carry = buf[:cut + 1], buf[cut + 1:]
+            cands, pending_next, info_left = self._block(body, line_base, pending_next, info_left)
+            yield from cands
+            line_base += body.count(b"\n")
+            if final:
+                return
+
+    def _block(self, body: bytes, line_base: int, first_line_wanted: bool,
+               info_left: int) -> tuple[list[Candidate], bool, int]:
+        starts: dict[int, bool] = {}
+        if first_line_wanted:
+            starts[0] = False
+        for token in self.gate:
+            self._collect(body, token, starts, False)
+        if info_left > 0:
+            for token in INFO_TOKENS:
+                self._collect(body, token, starts, True, limit=info_left)
+        out: list[Candidate] = []
+        if not starts:
+            return out, False, info_left
+        counted_to, number = 0, line_base
+        pending_next = False
+        ordered = sorted(starts)
+        index = 0
+        while index < len(ordered):
+            start = ordered[index]
+            index += 1
+            number += body.count(b"\n", counted_to, start)
+            counted_to = start
+            end = body.find(b"\n", start)
+            end = len(body) if end < 0 else end
+            raw = body[start:min(end, start + MAX_LINE)]
+            info = starts[start]
+            if info:
+                info_left -= 1
+            out.append(Candidate(number, _decode(raw), info, _before(body, start)))
+            if raw.rstrip().endswith(LAST_ERROR):
+                nxt = end + 1
+                if nxt >= len(body):
+                    pending_next = True
+                elif nxt not in starts:
+                    starts[nxt] = False
+                    ordered.insert(index, nxt)
+        return out, pending_next, info_left
+
+    @staticmethod
+    def _collect(body: bytes, token: bytes, starts: dict[int, bool], info: bool,
+                 limit: int | None = None) -> None:
+        found = body.find(token)
+        taken = 0
+        while found >= 0:
+            start = body.rfind(b"\n", 0, found) + 1
+            starts[start] = starts.get(start, False) or info
+            taken += 1
+            if limit is not None and taken >= limit:
+                return
+            end = body.find(b"\n", found)
+            if end < 0:
+                return
+            found = body.find(token, end)
+
+
+def _decode(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace").rstrip("\r")
+
+
+def _before(body: bytes, start: int) -> Callable[[int], list[str]]:
+    """Up to n lines before ``start`` in the same block (for multi-line reports)."""
+    def lines(n: int) -> list[str]:
+        window_start = start
+        for _ in range(n):
+            if window_start <= 0:
+                break
+            window_start = body.rfind(b"\n", 0, window_start - 1) + 1
+        chunk = body[window_start:start][-MAX_LINE:]
+        return [_decode(line) for line in chunk.split(b"\n")[:-1]]
+    return lines
