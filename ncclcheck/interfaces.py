@@ -458,6 +458,29 @@ def tp_interface_name(env: Mapping[str, str]) -> str | None:
     return value or None
 
 
+def with_nccl_conf(env: Mapping[str, str], etc_conf: str = "/etc/nccl.conf") -> dict[str, str]:
+    """The environment as libnccl sees it: the values from NCCL_CONF_FILE (else ~/.nccl.conf),
+    then /etc/nccl.conf, added where the process environment (or an earlier file) has none."""
+    merged = dict(env)
+    first = env.get("NCCL_CONF_FILE") or (os.path.join(env["HOME"], ".nccl.conf")
+                                          if env.get("HOME") else None)
+    for path in (first, etc_conf):
+        if not path:
+            continue
+        try:
+            lines = Path(path).read_text(errors="replace").split("\n")
+        except OSError:
+            continue
+        # no trimming: NCCL takes the text on either side of the first "=" as it is
+        for line in (x[:-1] if x.endswith("\r") else x for x in lines):
+            if line.startswith("#") or "=" not in line:
+                continue
+            name, value = line.split("=", 1)
+            if name and name not in merged:
+                merged[name] = value
+    return merged
+
+
 def propose_ifname(interfaces: Sequence[Interface]) -> str | None:
     """A NCCL_SOCKET_IFNAME value worth trying: the running interfaces with a routable address
     that are neither loopback nor a container / VM bridge, as an exact list."""
@@ -670,5 +693,5 @@ __all__ = [
     "list_interfaces", "list_ib_ports", "explain_nccl_choice", "predict_nccl_interfaces",
     "predict_nccl_bootstrap", "predict_gloo_interface", "predict_gloo_interfaces",
     "gloo_interface_names", "tp_interface_name", "propose_ifname", "parse_version",
-    "socket_family", "ifname_setting", "interface_for_address", "find",
+    "socket_family", "ifname_setting", "interface_for_address", "find", "with_nccl_conf",
 ]

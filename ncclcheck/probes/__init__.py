@@ -34,6 +34,9 @@ class Family:
 FAMILIES: tuple[Family, ...] = (
     Family("ranks", "ncclcheck.probes.ranks:probe",
            "rank layout against nodes x GPUs and the launcher's variables"),
+    Family("net", "ncclcheck.probes.net:probe",
+           "interfaces, NCCL/Gloo interface choice, master address and port, node-to-node mesh",
+           scope="node"),
     Family("nccl", "ncclcheck.probes.nccl:probe",
            "the libnccl actually loaded, its plugins, NCCL_* settings, GPU/CUDA readiness",
            scope="node"),
