@@ -21,7 +21,10 @@ from typing import Mapping
 
 from ncclcheck.ncclib.elf import ElfError, read_dynamic
 
-DEFAULT_DIRS = ("/lib64", "/usr/lib64", "/lib", "/usr/lib")
+# ld.so's trusted directories: the multiarch ones (Debian/Ubuntu) and the classic ones.
+_MULTIARCH = f"{platform.machine()}-linux-gnu"
+DEFAULT_DIRS = (f"/lib/{_MULTIARCH}", f"/usr/lib/{_MULTIARCH}", "/lib64", "/usr/lib64", "/lib",
+                "/usr/lib")
 _LDCONFIG_LINE = re.compile(r"^\s*(\S+)\s+\(([^)]*)\)\s+=>\s+(\S+)\s*$")
 
 
