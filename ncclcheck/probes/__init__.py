@@ -40,6 +40,10 @@ FAMILIES: tuple[Family, ...] = (
     Family("nccl", "ncclcheck.probes.nccl:probe",
            "the libnccl actually loaded, its plugins, NCCL_* settings, GPU/CUDA readiness",
            scope="node"),
+    # bench last: the other families say why a sweep would fail before it is run
+    Family("bench", "ncclcheck.probes.bench:probe",
+           "all-reduce sweep over NCCL (Gloo on CPU): correctness, busbw, stragglers",
+           scope="rank"),
 )
 
 FAMILY_NAMES: tuple[str, ...] = tuple(f.name for f in FAMILIES)

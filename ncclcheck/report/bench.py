@@ -1,21 +1,60 @@
-"""The all-reduce sweep as nccl-tests prints it, so people can compare numbers directly."""
+"""The all-reduce sweep as nccl-tests prints it, so people can compare numbers directly.
+
+Columns, widths and footer labels follow nccl-tests (src/util.cu): size, count, type, redop,
+root, then time (us), algbw and busbw (GB/s) and #wrong; every non-data line starts with `#`;
+the footer labels `# Out of bounds values : N OK|FAILED` and `# Avg bus bandwidth    : X` are
+byte for byte the ones other tools parse. torch's all-reduce is in place, so there is one set of
+timing columns, labelled in-place.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+# nccl-tests' names for the `type` column
+_TYPE_NAMES = {"float32": "float", "bfloat16": "bfloat16", "float16": "half"}
+
+
+def format_time_us(time_us: float) -> str:
+    """nccl-tests' time column: %7.0f from 10 ms, %7.1f from 100 us, else %7.2f."""
+    if time_us >= 10000.0:
+        return f"{time_us:7.0f}"
+    if time_us >= 100.0:
+        return f"{time_us:7.1f}"
+    return f"{time_us:7.2f}"
+
+
+def bench_row(row: dict[str, Any]) -> str:
+    type_name = _TYPE_NAMES.get(row["dtype"], row["dtype"])
+    return (f"{row['bytes']:12d}  {row['count']:12d}  {type_name:>8}  {'sum':>6}  {-1:6d}  "
+            f"{format_time_us(row['time_us'])}  {row['algbw_gbps']:6.2f}  "
+            f"{row['busbw_gbps']:6.2f}  {row['wrong']:6d}")
+
 
 def bench_table(bench: dict[str, Any]) -> str:
+    rows = bench.get("rows", [])
+    hosts = bench.get("hosts") or []
+    where = f" on {len(hosts)} host{'s' if len(hosts) != 1 else ''}" if hosts else ""
     lines = [
-        f"# all_reduce over {bench.get('backend')} with {bench.get('world_size')} ranks",
-        "#       size         count      type   redop     time   algbw   busbw  #wrong",
-        "#        (B)    (elements)                        (us)  (GB/s)  (GB/s)",
+        f"# all_reduce over {bench.get('backend')} with {bench.get('world_size')} ranks{where}"
+        + (f", {bench['gpu']}" if bench.get("gpu") else "")
+        + (f", NCCL {bench['nccl_version']}" if bench.get("nccl_version") else ""),
+        f"#  iters: {bench.get('iters', '-')}  warmup: {bench.get('warmup', '-')}  "
+        "time: slowest rank, mean per iteration",
+        "#",
+        "#                                                              in-place",
+        "#       size         count      type   redop    root     time   algbw   busbw  #wrong",
+        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)",
     ]
-    for row in bench.get("rows", []):
-        lines.append(f"{row['bytes']:>12}  {row['count']:>12}  {row['dtype']:>8}  {'sum':>6}  "
-                     f"{row['time_us']:>7.1f}  {row['algbw_gbps']:>6.2f}  {row['busbw_gbps']:>6.2f}  "
-                     f"{row['wrong']:>6}")
-    wrong = sum(r["wrong"] for r in bench.get("rows", []))
+    lines += [bench_row(row) for row in rows]
+    wrong = sum(r["wrong"] for r in rows)
     lines.append(f"# Out of bounds values : {wrong} {'OK' if wrong == 0 else 'FAILED'}")
-    lines.append(f"# Avg bus bandwidth    : {bench.get('avg_busbw_gbps', 0):.4g}")
+    lines.append(f"# Avg bus bandwidth    : {bench.get('avg_busbw_gbps', 0.0):g}")
+    if rows:
+        peak = max(rows, key=lambda r: r["busbw_gbps"])
+        lines.append(f"# Peak bus bandwidth   : {peak['busbw_gbps']:g} at {peak['bytes']} bytes")
+    reference = bench.get("reference")
+    if reference:
+        lines.append(f"# Reference busbw      : {reference['busbw_gbps']:g} ({reference['title']})")
+    lines.append("#")
     return "\n".join(lines)

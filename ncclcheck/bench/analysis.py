@@ -1,0 +1,289 @@
+"""From every rank's outcome to the job's rows, the report's `bench` section and its checks.
+
+Pure: it reads the outcomes (dicts, as they crossed the process or store boundary) and what the
+collector saw of the ranks that never reported; nothing here runs a collective.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ncclcheck.model import Category, CheckResult, failed, passed, warned
+
+from .faults import FAULT_VARIABLE
+from .metrics import RankRow, SizeRow, average_busbw, combine_size, find_stragglers, straggler_nodes
+from .reference import Reference
+from .sizes import format_size
+
+
+@dataclass
+class SweepResult:
+    backend: str
+    world_size: int
+    dtype: str
+    iters: int
+    warmup: int
+    sizes: list[int]
+    collective_timeout: float
+    outcomes: dict[int, dict[str, Any]] = field(default_factory=dict)
+    torn_down: list[int] = field(default_factory=list)      # stopped answering, killed
+    silent: list[int] = field(default_factory=list)         # never reported (cluster mode)
+    exited: dict[int, int] = field(default_factory=dict)    # died without reporting
+    stderr_tail: dict[int, str] = field(default_factory=dict)
+    last_step: dict[int, int] = field(default_factory=dict)
+    fault: str | None = None
+
+    @property
+    def hosts(self) -> dict[int, str | None]:
+        return {r: o.get("host") for r, o in self.outcomes.items()}
+
+    @property
+    def missing(self) -> list[int]:
+        return sorted(set(self.torn_down) | set(self.silent) | set(self.exited))
+
+
+def job_rows(result: SweepResult) -> list[SizeRow]:
+    """One row per size that every rank completed (a size some rank never finished has no time)."""
+    if result.missing:
+        return []
+    rows: list[SizeRow] = []
+    for step in range(len(result.sizes)):
+        per_rank: dict[int, RankRow] = {}
+        for rank, outcome in result.outcomes.items():
+            data = outcome.get("rows", [])
+            if step < len(data):
+                per_rank[rank] = RankRow.from_dict(data[step])
+        if len(per_rank) < result.world_size:
+            break
+        rows.append(combine_size(per_rank, result.dtype, result.world_size))
+    return rows
+
+
+def bench_section(result: SweepResult, rows: list[SizeRow],
+                  reference: Reference | None) -> dict[str, Any]:
+    """The report's `bench` object (docs/report.schema.json), nccl-tests' numbers per size."""
+    peak = max(rows, key=lambda r: r.busbw_gbps) if rows else None
+    first = next(iter(result.outcomes.values()), {})
+    return {
+        "backend": result.backend,
+        "world_size": result.world_size,
+        "dtype": result.dtype,
+        "iters": result.iters,
+        "warmup": result.warmup,
+        "rows": [r.to_dict() for r in rows],
+        "avg_busbw_gbps": round(average_busbw(rows), 4),
+        "peak_busbw_gbps": round(peak.busbw_gbps, 4) if peak else 0.0,
+        "peak_bytes": peak.bytes if peak else None,
+        "hosts": sorted({h for h in result.hosts.values() if h}),
+        "gpu": first.get("gpu_name"),
+        "nccl_version": first.get("nccl_version"),
+        "reference": None if reference is None else {
+            "key": reference.key, "title": reference.title, "busbw_gbps": reference.busbw_gbps,
+            "warn_below_gbps": reference.warn_below_gbps},
+    }
+
+
+def _ranks(ranks: list[int], hosts: dict[int, str | None] | None = None) -> str:
+    hosts = hosts or {}
+    named = [f"{r} ({hosts[r]})" if hosts.get(r) else str(r) for r in sorted(ranks)]
+    word = "rank" if len(named) == 1 else "ranks"
+    return f"{word} {', '.join(named)}"
+
+
+def _fault_note(result: SweepResult) -> str:
+    return (f" {FAULT_VARIABLE}={result.fault} is set: this failure was injected on purpose; "
+            f"unset {FAULT_VARIABLE}." if result.fault else "")
+
+
+def allreduce_check(result: SweepResult, rows: list[SizeRow]) -> CheckResult:
+    """Did every rank complete every size, and was every element of every result right?"""
+    details: dict[str, Any] = {"backend": result.backend, "world_size": result.world_size,
+                               "dtype": result.dtype, "sizes_planned": len(result.sizes),
+                               "sizes_completed": len(rows)}
+    if result.fault:
+        details["fault_injection"] = result.fault
+    errors = {r: o["error"] for r, o in result.outcomes.items() if o.get("error")}
+    if errors:
+        details["errors"] = {str(r): e for r, e in errors.items()}
+    if result.stderr_tail:
+        details["stderr_tail"] = {str(r): t[-1500:] for r, t in result.stderr_tail.items()}
+
+    duplicate = sorted(r for r, e in errors.items() if e["kind"] == "duplicate_gpu")
+    if duplicate:
+        message = errors[duplicate[0]]["message"]
+        return failed("bench.allreduce", f"two ranks share one GPU: {message}",
+                      "Give each rank its own GPU: torch.cuda.set_device(LOCAL_RANK) with "
+                      "CUDA_VISIBLE_DEVICES listing every GPU of the node (or exactly one per "
+                      "rank), and no more processes per node than GPUs (--nproc-per-node / "
+                      "--gpus-per-node)." + _fault_note(result),
+                      Category.DUPLICATE_GPU, ranks=duplicate, **details)
+
+    if result.missing:
+        return _missing_check(result, errors, details)
+
+    if errors:
+        kinds = {e["kind"] for e in errors.values()}
+        rank = min(errors)
+        error = errors[rank]
+        where = f" at {format_size(error['bytes'])}" if error.get("bytes") else " while setting up"
+        category = {"timeout": Category.TIMEOUT, "connection": Category.CONNECTION,
+                    "cuda": Category.CUDA, "out_of_memory": Category.OUT_OF_MEMORY}.get(
+                        error["kind"], Category.OTHER)
+        fixes = {
+            Category.TIMEOUT: f"The collective exceeded {result.collective_timeout:.0f} s. Raise "
+                              "--timeout, lower --max-bytes, or look for a stuck rank "
+                              "(py-spy dump --pid PID; NCCL_DEBUG=INFO).",
+            Category.CONNECTION: "Ranks could not reach each other: check MASTER_ADDR/"
+                                 "MASTER_PORT, GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME and the "
+                                 "firewall (`ncclcheck net`).",
+            Category.CUDA: "Check the GPUs with nvidia-smi and the CUDA/driver versions "
+                           "(`ncclcheck nccl`).",
+            Category.OUT_OF_MEMORY: "Lower --max-bytes or free GPU memory.",
+        }
+        return failed("bench.allreduce",
+                      f"all-reduce failed on {_ranks(sorted(errors), result.hosts)}{where}: "
+                      f"{error['message'].splitlines()[0][:200]}",
+                      fixes.get(category, "Re-run with NCCL_DEBUG=INFO (NCCL) or "
+                                "TORCH_DISTRIBUTED_DEBUG=DETAIL and read the first error.")
+                      + _fault_note(result), category, kinds=sorted(kinds), **details)
+
+    wrong = sum(r.wrong for r in rows)
+    details.update(wrong=wrong, rows_wrong=[r.bytes for r in rows if r.wrong])
+    if wrong:
+        bad_inputs = sorted({k for r in rows for k in r.input_wrong_ranks})
+        saw = sorted({k for r in rows for k in r.wrong_ranks})
+        details.update(input_wrong_ranks=bad_inputs, wrong_ranks=saw)
+        sizes = sum(1 for r in rows if r.wrong)
+        if bad_inputs:
+            source = (f"; {_ranks(bad_inputs, result.hosts)} fed an input that differed from "
+                      "what it wrote, before the all-reduce")
+            target = bad_inputs
+        else:
+            source = f"; wrong values seen on {_ranks(saw, result.hosts)}"
+            target = saw
+        return failed("bench.allreduce",
+                      f"all-reduce returned {wrong} wrong values at {sizes} of {len(rows)} sizes"
+                      f"{source}",
+                      f"Take {_ranks(target, result.hosts)} out of the job and test its GPU "
+                      "memory and links (nvidia-smi -q -d ECC; dcgmi diag -r 3); a corrupting "
+                      "node must not train." + _fault_note(result),
+                      Category.OTHER, ranks=target, **details)
+
+    planned = len(result.sizes)
+    if len(rows) < planned:
+        last = format_size(rows[-1].bytes) if rows else "none"
+        return warned("bench.allreduce",
+                      f"all-reduce correct on {len(rows)} of {planned} sizes; the deadline "
+                      f"stopped the sweep after {last}",
+                      f"Raise --timeout or lower --max-bytes (now {format_size(result.sizes[-1])}).",
+                      Category.TIMEOUT, **details)
+    span = f"{format_size(rows[0].bytes)}-{format_size(rows[-1].bytes)}" if rows else "no sizes"
+    return passed("bench.allreduce",
+                  f"all-reduce over {result.backend} on {result.world_size} ranks correct at "
+                  f"{len(rows)} sizes ({span}, {result.dtype}): 0 wrong values", **details)
+
+
+def _missing_check(result: SweepResult, errors: dict[int, dict[str, Any]],
+                   details: dict[str, Any]) -> CheckResult:
+    """Ranks that gave no outcome: stopped answering (torn down / silent) or died."""
+    hung = sorted(set(result.torn_down) | set(result.silent))
+    details.update(did_not_complete=result.missing, torn_down=sorted(result.torn_down),
+                   silent=sorted(result.silent), exited={str(r): c for r, c in result.exited.items()},
+                   last_step={str(r): s for r, s in result.last_step.items()})
+    waited = sorted(r for r, e in errors.items() if e["kind"] in ("timeout", "connection"))
+    steps = [result.last_step[r] for r in result.missing if r in result.last_step]
+    at = f" at {format_size(result.sizes[max(steps)])}" if steps else ""
+    if hung:
+        others = f"; {_ranks(waited, result.hosts)} timed out waiting for it" if waited else ""
+        torn = " and was torn down" if result.torn_down else ""
+        return failed("bench.allreduce",
+                      f"all-reduce{at} did not complete within {result.collective_timeout:.0f} s: "
+                      f"{_ranks(hung)} stopped answering{torn}{others}",
+                      f"Find what {_ranks(hung)} was doing (py-spy dump --pid PID, its GPU in "
+                      "nvidia-smi, its network with `ncclcheck net`); re-run with NCCL_DEBUG=INFO. "
+                      "If the sizes are simply too big for the link, raise --timeout."
+                      + _fault_note(result), Category.TIMEOUT, ranks=hung, **details)
+    codes = ", ".join(f"rank {r}: exit status {c}" for r, c in sorted(result.exited.items()))
+    return failed("bench.allreduce",
+                  f"{_ranks(sorted(result.exited))} died{at} before reporting ({codes})",
+                  "Read the rank's stderr (details.stderr_tail): a crash, the OOM killer "
+                  "(dmesg) or a signal ended it." + _fault_note(result),
+                  Category.RANK_CRASHED, ranks=sorted(result.exited), **details)
+
+
+def busbw_check(result: SweepResult, rows: list[SizeRow], min_busbw: float | None,
+                reference: Reference | None, nodes: int) -> CheckResult | None:
+    """--min-busbw, or the built-in reference for the hardware, against the peak busbw."""
+    if not rows:
+        return None
+    peak = max(rows, key=lambda r: r.busbw_gbps)
+    details: dict[str, Any] = {"peak_busbw_gbps": round(peak.busbw_gbps, 4),
+                               "peak_bytes": peak.bytes,
+                               "largest_bytes": rows[-1].bytes,
+                               "largest_busbw_gbps": round(rows[-1].busbw_gbps, 4),
+                               "avg_busbw_gbps": round(average_busbw(rows), 4)}
+    at = f"{peak.busbw_gbps:.2f} GB/s busbw (peak, at {format_size(peak.bytes)})"
+    if result.backend == "nccl":
+        category = Category.P2P if nodes <= 1 else Category.NET_PLUGIN
+        cause = ("Check GPU peer-to-peer: NCCL_P2P_DISABLE and NCCL_P2P_LEVEL unset, "
+                 "`nvidia-smi topo -m` shows NV# links, IOMMU/ACS off"
+                 if nodes <= 1 else
+                 "Check that NCCL uses the fast network: NCCL_DEBUG=INFO should show NET/IB "
+                 "(not NET/Socket), the net plugin (NCCL_NET_PLUGIN) loads, NCCL_IB_HCA and "
+                 "NCCL_SOCKET_IFNAME name the right devices")
+    else:
+        category = Category.OTHER
+        cause = ("Gloo runs on the CPU: check GLOO_SOCKET_IFNAME names the fast interface and "
+                 "that no other process saturates the link or the CPUs")
+    if min_busbw is not None:
+        details["min_busbw_gbps"] = min_busbw
+        if peak.busbw_gbps < min_busbw:
+            return failed("bench.busbw", f"{at} is below --min-busbw {min_busbw:g} GB/s",
+                          cause + ".", category, **details)
+        return passed("bench.busbw", f"{at} meets --min-busbw {min_busbw:g} GB/s", **details)
+    if reference is None:
+        return passed("bench.busbw", f"{at}; no built-in reference for {result.backend} on this "
+                      "hardware (set --min-busbw to enforce a floor)", **details)
+    details.update(reference=reference.key, reference_title=reference.title,
+                   reference_busbw_gbps=reference.busbw_gbps,
+                   warn_below_gbps=reference.warn_below_gbps)
+    if peak.busbw_gbps < reference.warn_below_gbps:
+        return warned("bench.busbw",
+                      f"{at} is far below the {reference.busbw_gbps:g} GB/s expected of "
+                      f"{reference.title}",
+                      cause + f"; or set --min-busbw to the figure this system should reach.",
+                      category, **details)
+    return passed("bench.busbw", f"{at}; expected about {reference.busbw_gbps:g} GB/s on "
+                  f"{reference.title}", **details)
+
+
+def straggler_check(result: SweepResult, rows: list[SizeRow]) -> CheckResult | None:
+    """Name a rank (or a whole node) that made everyone else wait, from per-rank lags."""
+    if not rows or result.world_size < 2:
+        return None
+    lags = {r: sum(row.get("lag_s", 0.0) for row in o.get("rows", [])[:len(rows)])
+            for r, o in result.outcomes.items()}
+    total = sum(r.time_us for r in rows) / 1e6
+    per_rank = {str(r): {"host": result.hosts.get(r), "lag_us": round(lag / len(rows) * 1e6, 2),
+                         "time_us": [round(row["time_s"] * 1e6, 2)
+                                     for row in result.outcomes[r].get("rows", [])[:len(rows)]]}
+                for r, lag in sorted(lags.items())}
+    found = find_stragglers(lags, total, result.hosts)
+    details: dict[str, Any] = {"per_rank": per_rank}
+    if not found:
+        worst = max(lags, key=lambda r: lags[r])
+        return passed("bench.straggler", f"no straggler among {result.world_size} ranks (largest "
+                      f"arrival lag {lags[worst] / len(rows) * 1e6:.1f} us per all-reduce, rank "
+                      f"{worst})", **details)
+    nodes = straggler_nodes(found, result.hosts)
+    details.update(stragglers=[s.rank for s in found], straggler_nodes=nodes)
+    first = found[0]
+    who = f"node {', '.join(nodes)}" if nodes else _ranks([s.rank for s in found], result.hosts)
+    return warned("bench.straggler",
+                  f"{who} arrived late at every all-reduce: {first.lag_us / len(rows):.0f} us per "
+                  f"iteration against a median of {first.others_median_us / len(rows):.0f} us on "
+                  "the other ranks, and everyone waited",
+                  f"Look at what else runs on {who}: CPU load and binding (top, numactl, "
+                  "OMP_NUM_THREADS), GPU clocks and throttling (nvidia-smi -q -d PERFORMANCE)."
+                  + _fault_note(result), Category.OTHER, **details)

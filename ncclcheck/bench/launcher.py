@@ -1,0 +1,141 @@
+"""The standalone launcher: start one worker process per rank, watch them, tear them down.
+
+Workers report progress and their outcome as JSON lines on stdout (see worker.py). The parent
+never imports torch: it only starts processes, reads lines and enforces the deadline, so a
+rank that stops answering is killed and named rather than waited on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from .worker import EVENT_PREFIX, SweepConfig
+
+# After one rank reports a timeout, the others get this long to report before teardown.
+GRACE_S = 2.0
+
+
+@dataclass
+class LaunchResult:
+    """Every rank's outcome (as dicts), and what the parent saw of the ranks that gave none."""
+
+    outcomes: dict[int, dict[str, Any]] = field(default_factory=dict)
+    torn_down: list[int] = field(default_factory=list)   # killed at the deadline, no outcome
+    exited: dict[int, int] = field(default_factory=dict)  # rank -> exit status without outcome
+    stderr_tail: dict[int, str] = field(default_factory=dict)
+    last_step: dict[int, int] = field(default_factory=dict)  # highest step each rank started
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def worker_env(env: Mapping[str, str], backend: str) -> dict[str, str]:
+    """The workers' environment: the caller's, plus single-host defaults it did not set."""
+    out = dict(env)
+    out.pop("NCCLCHECK_BENCH_FAULT", None)
+    if backend == "gloo":
+        out.setdefault("GLOO_SOCKET_IFNAME", "lo")  # one host: talk over loopback
+    else:
+        # abort the communicators on error, but let the worker report before it exits
+        out.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "2")
+    out.setdefault("OMP_NUM_THREADS", "1")
+    return out
+
+
+def _pump(rank: int, stream: Any, events: "queue.Queue[tuple[int, str, str]]", name: str) -> None:
+    for line in iter(stream.readline, ""):
+        events.put((rank, name, line))
+    events.put((rank, name + "-eof", ""))
+
+
+def launch(config: SweepConfig, nproc: int, env: Mapping[str, str], deadline: float,
+           on_event: Callable[[dict[str, Any]], None] | None = None) -> LaunchResult:
+    """Run the sweep on ``nproc`` local processes; return by ``deadline`` (time.monotonic())."""
+    port = free_port()
+    events: "queue.Queue[tuple[int, str, str]]" = queue.Queue()
+    procs: dict[int, subprocess.Popen[str]] = {}
+    tails: dict[int, deque[str]] = {}
+    result = LaunchResult()
+    child_env = worker_env(env, config.backend)
+    try:
+        for rank in range(nproc):
+            spec = {"config": json.loads(config.to_json()), "rank": rank, "world_size": nproc,
+                    "master_addr": "127.0.0.1", "master_port": port}
+            proc = subprocess.Popen([sys.executable, "-m", "ncclcheck.bench.worker", json.dumps(spec)],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    env=child_env, start_new_session=True)
+            procs[rank] = proc
+            tails[rank] = deque(maxlen=20)
+            for name, stream in (("out", proc.stdout), ("err", proc.stderr)):
+                threading.Thread(target=_pump, args=(rank, stream, events, name),
+                                 daemon=True).start()
+        open_streams = 2 * nproc
+        give_up = deadline
+        while open_streams and time.monotonic() < give_up:
+            try:
+                rank, name, line = events.get(timeout=max(0.01, min(0.2, give_up - time.monotonic())))
+            except queue.Empty:
+                continue
+            if name.endswith("-eof"):
+                open_streams -= 1
+                continue
+            if name == "err":
+                tails[rank].append(line.rstrip())
+                continue
+            if not line.startswith(EVENT_PREFIX):
+                continue
+            event = json.loads(line[len(EVENT_PREFIX):])
+            if event.get("event") == "start":
+                result.last_step[rank] = max(result.last_step.get(rank, -1), event["step"])
+            if event.get("event") == "result":
+                result.outcomes[rank] = event["outcome"]
+                error = event["outcome"].get("error")
+                if error:  # a failed rank: the others will fail soon or hang; do not wait long
+                    give_up = min(give_up, time.monotonic() + GRACE_S)
+            elif on_event is not None:
+                on_event(event)
+    finally:
+        for rank, proc in procs.items():
+            if proc.poll() is None:
+                if rank not in result.outcomes:
+                    result.torn_down.append(rank)
+                _terminate(proc)
+        for rank, proc in procs.items():
+            code = proc.wait()
+            if rank not in result.outcomes and rank not in result.torn_down:
+                result.exited[rank] = code
+        while not events.empty():  # lines that arrived while tearing down
+            rank, name, line = events.get_nowait()
+            if name == "err":
+                tails[rank].append(line.rstrip())
+        result.stderr_tail = {r: "\n".join(t) for r, t in tails.items() if t}
+    return result
+
+
+def _terminate(proc: subprocess.Popen[str]) -> None:
+    """SIGTERM, then SIGKILL after a second: a worker stuck in a collective may ignore TERM."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        return
+    try:
+        proc.wait(timeout=1.0)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass

@@ -1,0 +1,120 @@
+"""The bench family: an nccl-tests style all-reduce sweep, judged and put into the report.
+
+Standalone it starts its own ranks (one per local GPU for NCCL, --nproc for Gloo); under a
+launcher every rank takes part and rank 0 reports for the job. The sweep's table goes into the
+report's `bench` section (through ``ctx.options["bench_data"]``, which the runner reads); the
+verdicts are the checks bench.allreduce, bench.busbw and bench.straggler.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ncclcheck.bench.analysis import (SweepResult, allreduce_check, bench_section, busbw_check,
+                                      job_rows, straggler_check)
+from ncclcheck.bench.faults import FAULT_VARIABLE, parse_faults
+from ncclcheck.bench.options import BenchOptions, choose_backend, cuda_gpu_count
+from ncclcheck.bench.progress import Progress
+from ncclcheck.bench.reference import Hardware, choose_reference, infiniband_rate, interface_speed
+from ncclcheck.bench.sizes import sweep_sizes
+from ncclcheck.bench.worker import SweepConfig
+from ncclcheck.context import ProbeContext
+from ncclcheck.model import Category, CheckResult, failed, warned
+
+
+def _deadlines(ctx: ProbeContext) -> tuple[float, float]:
+    """(end, collective timeout): the sweep is over by ``end`` (monotonic), with time to spare
+    for teardown; one collective may take a fair share of what is left, never all of it."""
+    margin = min(3.0, 0.1 * ctx.timeout)
+    end = ctx.deadline - margin
+    collective = min(120.0, max(1.0, (end - time.monotonic()) * 0.4))
+    return end, collective
+
+
+def _config(opts: BenchOptions, backend: str, collective: float, end: float,
+            fault: str) -> SweepConfig:
+    resolved = opts.resolved(backend)
+    sizes = sweep_sizes(resolved.min_bytes, resolved.max_bytes, resolved.factor, resolved.dtype)
+    wall_end = time.time() + (end - time.monotonic()) - 0.5
+    return SweepConfig(backend, sizes, resolved.dtype, resolved.iters, resolved.warmup,
+                       collective, wall_end, fault)
+
+
+def _hardware(result: SweepResult, ctx: ProbeContext) -> Hardware:
+    outcome = result.outcomes.get(0) or next(iter(result.outcomes.values()), {})
+    hosts = result.hosts
+    leader_host = outcome.get("host")
+    nodes = len({h for h in hosts.values() if h}) or 1
+    local = sum(1 for h in hosts.values() if h == leader_host) or 1
+    return Hardware(result.backend, outcome.get("gpu_name"), local, nodes,
+                    infiniband_rate() if nodes > 1 else None,
+                    interface_speed(ctx.env) if nodes > 1 else None)
+
+
+def _run(ctx: ProbeContext, opts: BenchOptions, fault: str) -> tuple[SweepResult | None, list[CheckResult]]:
+    end, collective = _deadlines(ctx)
+    if ctx.cluster is not None:
+        from ncclcheck.bench.sweep import agree_backend, run_on_cluster
+        backend = agree_backend(ctx.cluster, opts.backend, cuda_gpu_count(ctx.env), collective)
+        config = _config(opts, backend, collective, end, fault)
+        progress = (Progress(config.sizes, 1, backend, world_size=ctx.cluster.world_size)
+                    if ctx.cluster.rank == 0 else None)
+        try:
+            result = run_on_cluster(config, ctx.cluster, end, progress.update if progress else None)
+        finally:
+            if progress:
+                progress.close()
+        return result, []
+    gpus = cuda_gpu_count(ctx.env)
+    backend = choose_backend(opts.backend, gpus)
+    if backend == "nccl" and gpus == 0:
+        return None, [failed("bench.allreduce", "--backend nccl needs CUDA GPUs, but this "
+                             "process sees none",
+                             "Run on a GPU node (check CUDA_VISIBLE_DEVICES and nvidia-smi), or "
+                             "use --backend gloo for a CPU check.", Category.CUDA, backend="nccl")]
+    nproc = gpus if backend == "nccl" else opts.nproc
+    config = _config(opts, backend, collective, end, fault)
+    from ncclcheck.bench.sweep import run_standalone
+    progress = Progress(config.sizes, nproc, backend)
+    try:
+        result = run_standalone(config, nproc, dict(ctx.env), end, progress.update)
+    finally:
+        progress.close()
+    return result, []
+
+
+def probe(ctx: ProbeContext) -> list[CheckResult]:
+    opts: BenchOptions = ctx.option("bench") or BenchOptions.for_run()
+    fault = ctx.env.get(FAULT_VARIABLE, "")
+    try:
+        parse_faults(fault)
+    except ValueError as exc:
+        return [failed("bench.allreduce", str(exc), f"Unset {FAULT_VARIABLE}: it is for "
+                       "ncclcheck's own tests only.", Category.CONFIGURATION)]
+    result, early = _run(ctx, opts, fault)
+    if result is None:
+        return early
+    rows = job_rows(result)
+    hardware = _hardware(result, ctx)
+    reference = choose_reference(hardware)
+    section = bench_section(result, rows, reference)
+    checks = [allreduce_check(result, rows)]
+    checks += [c for c in (busbw_check(result, rows, opts.min_busbw, reference, hardware.nodes),
+                           straggler_check(result, rows)) if c is not None]
+    if opts.plot and rows:
+        checks += _plot(section, opts.plot)
+    ctx.options["bench_data"] = section
+    return checks
+
+
+def _plot(section: dict[str, Any], path: str) -> list[CheckResult]:
+    from ncclcheck.bench.plot import draw
+    try:
+        draw(section, path)
+    except Exception as exc:  # a plot that cannot be drawn must not hide the measurements
+        return [warned("bench.plot", f"could not draw {path}: {type(exc).__name__}: {exc}",
+                       "Install the plot extra (pip install 'ncclcheck[plot]') and give --plot a "
+                       "writable .png, .svg or .pdf path.", Category.CONFIGURATION, path=path)]
+    section["plot"] = path
+    return []
