@@ -62,8 +62,9 @@ def check_live_environment(cluster_environment: Any, num_nodes: int, devices: in
     if "world_size" in values and size != world:
         problems.append(f"world_size() = {size!r} but num_nodes x devices = {num_nodes} x "
                         f"{devices} = {world}")
-        fixes.append(f"{name}.world_size() must return {world}, or set Trainer(num_nodes, "
-                     f"devices) to the launch ({size!r} processes).")
+        fixes.append(f"{name}.world_size() must return {world} (num_nodes x devices); if the "
+                     f"launch really has {size!r} processes, set Trainer(num_nodes, devices) so "
+                     "their product is that.")
     if "global_rank" in values and (not isinstance(rank, int) or not 0 <= rank < world):
         problems.append(f"global_rank() = {rank!r} is outside 0..{world - 1}")
         fixes.append(f"{name}.global_rank() must return node_rank() x {devices} + local_rank().")

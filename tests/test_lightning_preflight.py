@@ -1,0 +1,66 @@
+"""preflight() (the plain function, for Fabric or the top of a script) and the live check the
+callback adds, in this process with launcher environments handed in (no launch needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ncclcheck.lightning import PreflightCallback, PreflightError, preflight
+from ncclcheck.lightning.installed import load_lightning
+from ncclcheck.lightning.preflight import check_live_environment, families_to_run
+from ncclcheck.model import Status
+
+TORCHRUN_RANK3 = {"TORCHELASTIC_RUN_ID": "job", "RANK": "3", "LOCAL_RANK": "1",
+                  "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "1",
+                  "GROUP_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+
+
+def test_preflight_raises_with_every_failure_and_its_fix():
+    with pytest.raises(PreflightError) as raised:
+        preflight(num_nodes=1, devices=2, env=TORCHRUN_RANK3, families=["ranks"])
+    text = str(raised.value)
+    assert text.startswith("ncclcheck preflight failed on ")
+    assert "ranks.lightning.settings" in text and "fix: Set Trainer(num_nodes=2)" in text
+    assert raised.value.report.checks  # the full report travels with the exception
+
+
+def test_preflight_passes_a_consistent_launch():
+    report = preflight(num_nodes=2, devices=2, env=TORCHRUN_RANK3, families=["ranks"])
+    assert {c.status for c in report.checks} <= {Status.PASS, Status.SKIP}
+    assert any(c.id == "ranks.lightning.settings" for c in report.checks)
+
+
+def test_preflight_can_return_instead_of_raising():
+    report = preflight(num_nodes=1, devices=2, env=TORCHRUN_RANK3, families=["ranks"],
+                       raise_on_failure=False)
+    assert any(c.status is Status.FAIL for c in report.checks)
+
+
+def test_live_environment_check_names_the_method():
+    environments = load_lightning().environments
+
+    class PerNode(environments.LightningEnvironment):
+        def world_size(self):
+            return 2
+
+    env = PerNode()
+    env.set_global_rank(3)
+    result = check_live_environment(env, num_nodes=2, devices=2)
+    assert result.status is Status.FAIL
+    assert "world_size() = 2 but num_nodes x devices = 2 x 2 = 4" in result.summary
+    assert "global_rank() = 3 is outside 0..3" not in result.summary
+    assert "PerNode.world_size() must return 4" in result.fix
+
+
+def test_families_are_the_fast_ones_that_exist():
+    from ncclcheck.probes import FAMILY_NAMES
+    chosen = families_to_run(None, bench=False)
+    assert "ranks" in chosen and "bench" not in chosen
+    assert set(chosen) <= set(FAMILY_NAMES) & {"ranks", "net", "nccl"}
+
+
+def test_callback_is_a_callback_of_the_installed_lightning():
+    base = load_lightning().callback_base()
+    callback = PreflightCallback(families=["ranks"])
+    assert isinstance(callback, base)
+    assert PreflightCallback is type(callback)
