@@ -105,6 +105,24 @@ def compute_modes(timeout: float = 5.0) -> list[str] | None:
     return [line.strip() for line in out.stdout.splitlines() if line.strip()] or None
 
 
+def torch_build_without_cuda() -> str | None:
+    """"torch 2.13.0+cpu" when torch is installed without libtorch_cuda.so (a CPU-only build),
+    found without importing torch, which costs seconds; None otherwise."""
+    import importlib.metadata
+    import importlib.util
+    from pathlib import Path
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    lib = Path(list(spec.submodule_search_locations)[0]) / "lib"
+    if not lib.is_dir() or (lib / "libtorch_cuda.so").exists():
+        return None
+    try:
+        return f"torch {importlib.metadata.version('torch')}"
+    except importlib.metadata.PackageNotFoundError:
+        return "torch"
+
+
 def gpu_checks(env: Mapping[str, str], local_rank: int | None, timeout: float) -> list[CheckResult]:
     """nccl.cuda_* checks; each skips with its reason when there is nothing to ask."""
     results: list[CheckResult] = []
@@ -119,6 +137,10 @@ def gpu_checks(env: Mapping[str, str], local_rank: int | None, timeout: float) -
                                   value=env["CUDA_VISIBLE_DEVICES"]))
     ids = ("nccl.cuda_driver", "nccl.gpu_visible", "nccl.gpu_arch", "nccl.gpu_bf16",
            "nccl.gpu_compute_mode")
+    cpu_build = torch_build_without_cuda()
+    if cpu_build is not None:
+        why = f"skipped: {cpu_build} is a CPU-only build, so there is no CUDA to check"
+        return results + [skipped(i, why, torch=cpu_build) for i in ids]
     try:
         import torch  # lazy: only this family's GPU part pays for it
     except Exception as exc:

@@ -16,7 +16,7 @@ from ncclcheck.model import passed, skipped, warned
 from ncclcheck.ncclib import known_names
 from ncclcheck.ncclib.config_files import ConfigFile, effective_settings, read_config_files
 from ncclcheck.ncclib.discovery import Discovery, discover
-from ncclcheck.ncclib.gpu import gpu_checks
+from ncclcheck.ncclib.gpu import gpu_checks, torch_build_without_cuda
 from ncclcheck.ncclib.loader import LibraryAnswer, ask_library
 from ncclcheck.ncclib.plugins import KINDS, PluginSearch, find_plugins, judge, supported_versions
 from ncclcheck.ncclib.search import ldconfig_cache
@@ -141,6 +141,10 @@ def check_answer(answer: LibraryAnswer, found: Discovery, budget: float) -> list
 
 def check_torch_nccl(answer: LibraryAnswer | None) -> CheckResult:
     """torch.cuda.nccl.version() is the NCCL torch itself loads; it must match ours."""
+    cpu_build = torch_build_without_cuda()
+    if cpu_build is not None:
+        return skipped("nccl.torch_version", f"skipped: {cpu_build} is a CPU-only build: it has "
+                       "no NCCL to compare", torch=cpu_build)
     try:
         import torch
     except Exception as exc:
