@@ -60,8 +60,8 @@ class SizeRow:
 
     def to_dict(self) -> dict[str, Any]:
         return {"bytes": self.bytes, "count": self.count, "dtype": self.dtype,
-                "time_us": round(self.time_us, 3), "algbw_gbps": round(self.algbw_gbps, 4),
-                "busbw_gbps": round(self.busbw_gbps, 4), "wrong": self.wrong,
+                "time_us": round(self.time_us, 3), "algbw_gbps": round(self.algbw_gbps, 6),
+                "busbw_gbps": round(self.busbw_gbps, 6), "wrong": self.wrong,
                 "wrong_ranks": self.wrong_ranks, "input_wrong_ranks": self.input_wrong_ranks,
                 "slowest_rank": self.slowest_rank}
 

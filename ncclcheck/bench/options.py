@@ -33,8 +33,8 @@ class BenchOptions:
     def resolved(self, backend: str) -> "BenchOptions":
         """Fill the sweep defaults for the backend actually used."""
         if self.quick:
-            defaults = {"min_bytes": 1024, "factor": 32.0, "iters": 10, "warmup": 3,
-                        "max_bytes": 32 * 2 ** 20 if backend == "nccl" else 4 * 2 ** 20}
+            defaults = {"min_bytes": 1024, "factor": 16.0, "iters": 10, "warmup": 3,
+                        "max_bytes": 64 * 2 ** 20 if backend == "nccl" else 4 * 2 ** 20}
         else:
             defaults = {"min_bytes": 1024, "factor": 2.0 if backend == "nccl" else 4.0,
                         "iters": 20, "warmup": 5,
