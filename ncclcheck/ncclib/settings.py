@@ -388,8 +388,8 @@ def label_rule(s: Setting, facts: LintFacts) -> Verdict | None:
                   rule="label")
     return warn(s, f"{shown(s)} is only a label: the job loads NCCL {loaded}{where}, not "
                    f"{label.version}", f"Remove NCCL_VERSION={s.value} (libnccl never reads it). "
-                   f"To run NCCL {label.version}, install it (e.g. the nvidia-nccl-cu12 wheel "
-                   f"=={label.version}) or LD_PRELOAD its libnccl.so.2; check with ncclcheck nccl.",
+                   f"If the job really needs NCCL {label.version}, load that library itself "
+                   "(LD_PRELOAD=<its libnccl.so.2>) and confirm with ncclcheck nccl --nccl-lib.",
                 rule="label")
 
 
