@@ -78,11 +78,19 @@ def installed_nccl_version() -> str | None:
 
 
 def is_multi_node(ctx: ProbeContext, layout: Layout) -> bool:
+    """Does the job span several nodes? Flags first, then the launcher, then the session."""
     nodes = ctx.nodes or layout.num_nodes
     if nodes:
         return nodes > 1
-    if layout.world_size and layout.local_world_size:
-        return layout.world_size > layout.local_world_size
+    if layout.node_rank:
+        return True
+    local = layout.local_world_size
+    if local is None and (ctx.env.get("LOCAL_WORLD_SIZE") or "").strip().isdigit():
+        local = int(ctx.env["LOCAL_WORLD_SIZE"])
+    if layout.world_size and local:
+        return layout.world_size > local
+    if ctx.cluster is not None:
+        return len(ctx.cluster.node_leaders(timeout=min(2.0, ctx.remaining() / 10))) > 1
     return False
 
 
