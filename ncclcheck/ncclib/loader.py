@@ -95,6 +95,10 @@ def ask_library(library: str, env: Mapping[str, str], timeout: float) -> Library
             [sys.executable, "-I", str(CHILD), library, str(write_fd)],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env=child_environment(env), pass_fds=(write_fd,), start_new_session=True)
+    except OSError as exc:
+        os.close(read_fd)
+        answer = LibraryAnswer(library, "load_error", 0.0, load_error=f"cannot start: {exc}")
+        return answer
     finally:
         os.close(write_fd)
     hung = False
@@ -103,11 +107,13 @@ def ask_library(library: str, env: Mapping[str, str], timeout: float) -> Library
     except subprocess.TimeoutExpired:
         hung = True
         _kill_group(proc)
-        out, err = proc.communicate()
+        try:  # a descendant that left the session could keep the pipes open: do not wait on it
+            out, err = proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = b"", b""
     seconds = time.monotonic() - started
-    with os.fdopen(read_fd, "rb") as pipe:
-        answers = [json.loads(line) for line in pipe.read().decode("utf-8", "replace").splitlines()
-                   if line.strip().startswith("{")]
+    answers = _parse_answers(_drain(read_fd))
     answer = LibraryAnswer(library, "ok", round(seconds, 3), returncode=proc.returncode)
     text = (out or b"").decode("utf-8", "replace") + "\n" + (err or b"").decode("utf-8", "replace")
     answer.log = [line.strip() for line in text.splitlines() if _NCCL_LINE.search(line)][:200]
@@ -152,6 +158,37 @@ def _apply(answer: LibraryAnswer, item: dict) -> None:
         answer.error_strings = {int(k): v for k, v in item.get("strings", {}).items()}
     elif stage == "unique_id":
         answer.bootstrap = BootstrapChoice(rc=item.get("rc"), last_error=item.get("last_error", ""))
+
+
+def _parse_answers(text: str) -> list[dict]:
+    """One JSON object per line; a line cut short by a crash is dropped."""
+    answers = []
+    for line in text.splitlines():
+        try:
+            item = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(item, dict):
+            answers.append(item)
+    return answers
+
+
+def _drain(fd: int) -> str:
+    """Whatever the child wrote on its answer pipe, without waiting for writers that linger."""
+    os.set_blocking(fd, False)
+    chunks = []
+    try:
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except BlockingIOError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode("utf-8", "replace")
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ncclcheck.context import ProbeContext
-from ncclcheck.model import Category, CheckResult, CheckResult as _R, Status, errored, failed
-from ncclcheck.model import passed, skipped, warned
+from ncclcheck.model import Category, CheckResult, errored, failed, passed, skipped, warned
 from ncclcheck.ncclib import known_names
 from ncclcheck.ncclib.config_files import ConfigFile, effective_settings, read_config_files
 from ncclcheck.ncclib.discovery import Discovery, discover
@@ -370,7 +369,7 @@ def verdict_result(v: Verdict) -> CheckResult:
                                "rule": v.rule}
     if v.notes:
         details["notes"] = v.notes
-    return _R(f"nccl.setting.{name}", v.status, v.summary, details, v.fix, v.category)
+    return CheckResult(f"nccl.setting.{name}", v.status, v.summary, details, v.fix, v.category)
 
 
 def _int(text: str | None) -> int | None:
