@@ -8,7 +8,7 @@ import pytest
 
 from ncclcheck.model import Status
 from ncclcheck.ncclib.gpu import (arch_supported, driver_supports, driver_version_tuple,
-                                  gpu_checks, judge_visible_devices)
+                                  gpu_checks, judge_visible_devices, torch_build_without_cuda)
 from ncclcheck.probes.nccl import check_bootstrap
 from ncclcheck.ncclib.loader import BootstrapChoice, LibraryAnswer
 
@@ -44,8 +44,17 @@ def test_arch_list(capability, archs, ok):
     assert arch_supported(capability, archs) is ok
 
 
+def test_cpu_torch_on_a_host_with_an_nvidia_driver_fails():
+    """The driver is replaced (this machine has none); torch here really is a CPU-only build."""
+    results = {r.id: r for r in gpu_checks({}, 0, 5, driver_version=lambda: 12040)}
+    driver = results["nccl.cuda_driver"]
+    assert driver.status == Status.FAIL and driver.category.value == "cuda"
+    assert "CPU-only" in driver.summary and "CUDA 12.4" in driver.summary
+    assert all(r.status == Status.SKIP for i, r in results.items() if i != "nccl.cuda_driver")
+
+
 def test_without_a_gpu_every_gpu_check_skips_with_a_reason():
-    results = gpu_checks({}, 0, 5)
+    results = gpu_checks({}, 0, 5, driver_version=lambda: None)
     assert {r.id for r in results} == {"nccl.cuda_driver", "nccl.gpu_visible", "nccl.gpu_arch",
                                        "nccl.gpu_bf16", "nccl.gpu_compute_mode"}
     for result in results:
@@ -79,6 +88,7 @@ def test_bootstrap_disagreeing_with_the_prediction_warns(monkeypatch):
 
 
 @pytest.mark.gpu
+@pytest.mark.skipif(torch_build_without_cuda() is not None, reason="needs a CUDA build of torch")
 def test_gpu_checks_on_a_gpu():
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():

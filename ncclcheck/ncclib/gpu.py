@@ -12,7 +12,7 @@ import re
 import shutil
 import subprocess
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Callable, Mapping
 
 from ncclcheck.gpus import parse_visible_devices
 from ncclcheck.model import Category, CheckResult, failed, passed, skipped, warned
@@ -123,8 +123,11 @@ def torch_build_without_cuda() -> str | None:
         return "torch"
 
 
-def gpu_checks(env: Mapping[str, str], local_rank: int | None, timeout: float) -> list[CheckResult]:
-    """nccl.cuda_* checks; each skips with its reason when there is nothing to ask."""
+def gpu_checks(env: Mapping[str, str], local_rank: int | None, timeout: float,
+               driver_version: Callable[[], int | None] = None) -> list[CheckResult]:  # type: ignore[assignment]
+    """nccl.cuda_* / nccl.gpu_* checks; each skips with its reason when there is nothing to ask.
+    ``driver_version`` defaults to asking libcuda (tests pass their own)."""
+    driver_version = driver_version or cuda_driver_version
     results: list[CheckResult] = []
     if env.get("CUDA_VISIBLE_DEVICES") is not None:
         finding = judge_visible_devices(env["CUDA_VISIBLE_DEVICES"])
@@ -139,8 +142,19 @@ def gpu_checks(env: Mapping[str, str], local_rank: int | None, timeout: float) -
            "nccl.gpu_compute_mode")
     cpu_build = torch_build_without_cuda()
     if cpu_build is not None:
-        why = f"skipped: {cpu_build} is a CPU-only build, so there is no CUDA to check"
-        return results + [skipped(i, why, torch=cpu_build) for i in ids]
+        driver = driver_version()
+        if driver is None:
+            why = (f"skipped: {cpu_build} is a CPU-only build and this host has no NVIDIA driver, "
+                   "so there is no CUDA to check")
+            return results + [skipped(i, why, torch=cpu_build) for i in ids]
+        dmaj, dmin = driver_version_tuple(driver)
+        results.append(failed("nccl.cuda_driver", f"{cpu_build} is a CPU-only build, but this host "
+                              f"has an NVIDIA driver (CUDA {dmaj}.{dmin}): the job cannot use its "
+                              "GPUs or backend='nccl'", "Install a CUDA build of torch matching the "
+                              f"driver (CUDA {dmaj}.x wheels from download.pytorch.org/whl/cu{dmaj}x"
+                              ").", Category.CUDA, torch=cpu_build, driver_cuda=f"{dmaj}.{dmin}"))
+        why = f"skipped: {cpu_build} is a CPU-only build; torch cannot see the GPUs"
+        return results + [skipped(i, why, torch=cpu_build) for i in ids[1:]]
     try:
         import torch  # lazy: only this family's GPU part pays for it
     except Exception as exc:
@@ -149,7 +163,7 @@ def gpu_checks(env: Mapping[str, str], local_rank: int | None, timeout: float) -
     if torch.version.cuda is None:
         why = f"skipped: torch {torch.__version__} is a CPU-only build, so there is no CUDA to check"
         return results + [skipped(i, why, torch=torch.__version__) for i in ids]
-    driver = cuda_driver_version()
+    driver = driver_version()
     if driver is None:
         why = "skipped: no NVIDIA driver here (libcuda.so.1 does not load), so no GPU to check"
         return results + [skipped(i, why, torch_cuda=torch.version.cuda) for i in ids]
