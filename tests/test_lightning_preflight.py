@@ -64,3 +64,65 @@ def test_callback_is_a_callback_of_the_installed_lightning():
     callback = PreflightCallback(families=["ranks"])
     assert isinstance(callback, base)
     assert PreflightCallback is type(callback)
+
+
+def test_preflight_environment_stops_the_real_trainer_before_init_process_group(clean_env):
+    """A real Trainer in this process, as rank 3 of a torchrun world of 4 (the variables are
+    set, no torchrun runs): the wrapped per-node ClusterEnvironment is refused in
+    validate_settings, which Lightning's launcher calls before anything else, so no process
+    group is ever created."""
+    import importlib.util
+    from pathlib import Path
+
+    import pytorch_lightning as pl
+    import torch
+    import torch.distributed as dist
+
+    from ncclcheck.lightning import preflight_environment
+
+    for name, value in TORCHRUN_RANK3.items():
+        clean_env.setenv(name, value)
+    path = Path(__file__).parent / "data" / "cluster_envs" / "per_node.py"
+    spec = importlib.util.spec_from_file_location("per_node_env", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    class Tiny(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.layer = torch.nn.Linear(2, 1)
+            self.steps = 0
+
+        def training_step(self, batch, batch_idx):
+            self.steps += 1
+            return self.layer(batch[0]).sum()
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    plugin = preflight_environment(module.PerNodeWorldSizeEnvironment(), families=["ranks"])
+    trainer = pl.Trainer(accelerator="cpu", devices=2, num_nodes=2, strategy="ddp",
+                         plugins=[plugin], max_steps=1, enable_progress_bar=False, logger=False,
+                         enable_checkpointing=False, enable_model_summary=False)
+    model = Tiny()
+    data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(4, 2)))
+    with pytest.raises(PreflightError) as raised:
+        trainer.fit(model, data)
+    assert "world_size() = 2 but num_nodes x devices = 2 x 2 = 4" in str(raised.value)
+    assert not dist.is_initialized() and model.steps == 0
+
+
+def test_preflight_environment_passes_a_consistent_launch_through(clean_env):
+    """The wrapper detects what the Trainer would and delegates to it unchanged."""
+    from ncclcheck.lightning import preflight_environment
+
+    for name, value in TORCHRUN_RANK3.items():
+        clean_env.setenv(name, value)
+    plugin = preflight_environment(families=["ranks"])
+    assert type(plugin.inner).__name__ == "TorchElasticEnvironment"
+    assert isinstance(plugin, load_lightning().cluster_environment)
+    assert (plugin.world_size(), plugin.global_rank(), plugin.main_port) == (4, 3, 29500)
+    plugin.validate_settings(num_devices=2, num_nodes=2)
+    assert plugin.report is not None
+    with pytest.raises(ValueError, match="does not match the world size"):
+        plugin.validate_settings(num_devices=2, num_nodes=1)  # Lightning's own check first

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from ncclcheck.lightning.environment_hook import preflight_environment
 from ncclcheck.lightning.installed import INSTALL_HINT, LightningUnavailable
 from ncclcheck.lightning.preflight import PreflightError, preflight
 
-__all__ = ["PreflightCallback", "PreflightError", "preflight", "LightningUnavailable",
-           "INSTALL_HINT"]
+__all__ = ["PreflightCallback", "PreflightError", "preflight", "preflight_environment",
+           "LightningUnavailable", "INSTALL_HINT"]
 
 
 def __getattr__(name: str) -> Any:

@@ -7,6 +7,7 @@ own numbers for this process, and one clear exception when anything fails.
 
 from __future__ import annotations
 
+import copy
 import os
 from typing import Any, Iterable, Mapping
 
@@ -40,12 +41,26 @@ def families_to_run(families: Iterable[str] | None, bench: bool) -> list[str]:
     return [name for name in FAMILY_NAMES if name in wanted]
 
 
+def _as_the_strategy_leaves_it(cluster_environment: Any, num_nodes: int, devices: int) -> Any:
+    """A copy after DDPStrategy.set_world_ranks: before the strategy's setup (validate_settings)
+    LightningEnvironment still says world size 1; the copy answers as it will at init."""
+    try:
+        env = copy.copy(cluster_environment)
+        local, node = env.local_rank(), env.node_rank()
+        env.set_global_rank(node * devices + local)
+        env.set_world_size(num_nodes * devices)
+        return env
+    except Exception:  # the checks below report what raises
+        return cluster_environment
+
+
 def check_live_environment(cluster_environment: Any, num_nodes: int, devices: int) -> CheckResult:
     """This process's ClusterEnvironment against Trainer(num_nodes, devices): the numbers that
     go to init_process_group, and what the sampler assumes."""
     name = type(cluster_environment).__name__
     values: dict[str, Any] = {}
     errors: dict[str, str] = {}
+    cluster_environment = _as_the_strategy_leaves_it(cluster_environment, num_nodes, devices)
     for member in ("global_rank", "world_size", "local_rank", "node_rank"):
         try:
             values[member] = getattr(cluster_environment, member)()
