@@ -18,6 +18,7 @@ from ncclcheck.model import Category, Status
 from ncclcheck.ncclib import known_names as names
 from ncclcheck.ncclib.config_files import Setting, writable_target
 from ncclcheck.ncclib.version import NcclVersion, parse_label
+from ncclcheck.ncclib.wording import catalogue_fix
 from ncclcheck.redact import MASK, is_secret_name
 
 MAX_SOCKETS = 64  # NCCL's MAX_SOCKETS: NTHREADS x NSOCKS_PERTHREAD may not exceed it
@@ -263,8 +264,10 @@ def ifname_rule(s: Setting, facts: LintFacts) -> Verdict | None:
     if not matched:
         return fail(s, f"{shown(s)} matches no interface that is up here: NCCL fails with "
                        "'Bootstrap : no socket interface found'",
-                    f"Set NCCL_SOCKET_IFNAME to an interface present and up on every node; this "
-                    f"host has: {real}.", Category.INTERFACE)
+                    catalogue_fix("nccl.no_socket_interface", "Set NCCL_SOCKET_IFNAME to an "
+                                  "interface present and up on every node.",
+                                  f"This host has: {real}.", {"ifname": s.value}),
+                    Category.INTERFACE)
     if spec.exclude:
         return ok(s, f"{shown(s)} leaves {', '.join(matched)} on this host")
     return ok(s, f"{shown(s)} matches {', '.join(matched)} on this host (up, with an address)")
@@ -279,8 +282,10 @@ def gloo_ifname_rule(s: Setting, facts: LintFacts) -> Verdict | None:
     if missing:
         real = ", ".join(sorted(facts.interfaces))
         return fail(s, f"{shown(s)} names {', '.join(missing)}, not up here: Gloo cannot create "
-                       "its device", f"Set GLOO_SOCKET_IFNAME to exact interface names present on "
-                       f"every node; this host has: {real}.", Category.INTERFACE)
+                       "its device",
+                    catalogue_fix("gloo.unknown_interface", "Set GLOO_SOCKET_IFNAME to exact "
+                                  "interface names present on every node.",
+                                  f"This host has: {real}."), Category.INTERFACE)
     return ok(s, f"{shown(s)}: {', '.join(wanted)} present and up here")
 
 
@@ -310,7 +315,9 @@ def distributed_debug_rule(s: Setting, facts: LintFacts) -> Verdict | None:
     level = s.value.strip().upper()
     if level not in ("OFF", "INFO", "DETAIL"):
         return fail(s, f"{shown(s)}: importing torch.distributed raises ValueError (must be OFF, "
-                       "INFO or DETAIL)", "Set TORCH_DISTRIBUTED_DEBUG to OFF, INFO or DETAIL.")
+                       "INFO or DETAIL)",
+                    catalogue_fix("torch.debug_level_invalid",
+                                  "Set TORCH_DISTRIBUTED_DEBUG to OFF, INFO or DETAIL."))
     if level == "DETAIL":
         return warn(s, "TORCH_DISTRIBUTED_DEBUG=DETAIL checks every collective across ranks: slow",
                     "Use TORCH_DISTRIBUTED_DEBUG=INFO or OFF outside a debugging run.",
@@ -345,7 +352,9 @@ def socket_threads_rule(s: Setting, facts: LintFacts) -> Verdict | None:
     number = parse_c_int(s.value).value or 0
     if number > MAX_SOCKET_THREADS:
         return warn(s, f"{shown(s)} is above {MAX_SOCKET_THREADS}: NCCL lowers it to "
-                       f"{MAX_SOCKET_THREADS}", f"Set NCCL_SOCKET_NTHREADS to 1..{MAX_SOCKET_THREADS}.")
+                       f"{MAX_SOCKET_THREADS}",
+                    catalogue_fix("nccl.socket_threads_clamped", "Set NCCL_SOCKET_NTHREADS to "
+                                  f"1..{MAX_SOCKET_THREADS}."))
     return ok(s, f"{shown(s)}: valid (1..{MAX_SOCKET_THREADS} helper threads per connection)")
 
 
@@ -489,8 +498,10 @@ def socket_product(settings: Mapping[str, Setting]) -> Verdict | None:
                        f"NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD = {t_eff} x {n} = {product} "
                        f"> {MAX_SOCKETS}: NCCL lowers NCCL_NSOCKS_PERTHREAD to "
                        f"{MAX_SOCKETS // t_eff}",
-                       f"Keep the product at most {MAX_SOCKETS}, e.g. NCCL_SOCKET_NTHREADS={t_eff} "
-                       f"NCCL_NSOCKS_PERTHREAD={MAX_SOCKETS // t_eff}.", Category.CONFIGURATION,
+                       catalogue_fix("nccl.too_many_sockets", f"Keep the product at most "
+                                     f"{MAX_SOCKETS}.", f"Here: NCCL_SOCKET_NTHREADS={t_eff} "
+                                     f"NCCL_NSOCKS_PERTHREAD={MAX_SOCKETS // t_eff}."),
+                       Category.CONFIGURATION,
                        "socket_count")
     return Verdict(pair.name, pair.value, pair.source, Status.PASS,
                    f"NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD = {t_eff} x {n} = {product} "

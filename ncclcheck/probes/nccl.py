@@ -21,6 +21,7 @@ from ncclcheck.ncclib.plugins import KINDS, PluginSearch, find_plugins, judge, s
 from ncclcheck.ncclib.search import ldconfig_cache
 from ncclcheck.ncclib.settings import LintFacts, Verdict, lint
 from ncclcheck.ncclib.version import NcclVersion, from_torch_tuple, parse_label
+from ncclcheck.ncclib.wording import catalogue_fix
 
 LOAD_TIMEOUT = 20.0  # seconds the child may take; less when the command deadline is nearer
 SYS_INFINIBAND = "/sys/class/infiniband"
@@ -199,14 +200,6 @@ def predicted_bootstrap(env, version: NcclVersion | None) -> tuple[str | None, b
     return (choice.name if choice else None), True
 
 
-def _catalogue_text(signature_id: str, facts: dict[str, Any]) -> tuple[str, str] | None:
-    try:
-        from ncclcheck.explain.catalogue import signature
-        return signature(signature_id).render(facts)
-    except Exception:  # the catalogue is optional wording; the check stands without it
-        return None
-
-
 def check_bootstrap(answer: LibraryAnswer | None, env, interfaces: dict[str, list[str]]
                     ) -> CheckResult:
     cid = "nccl.bootstrap_interface"
@@ -220,12 +213,10 @@ def check_bootstrap(answer: LibraryAnswer | None, env, interfaces: dict[str, lis
                                "last_error": choice.last_error, "NCCL_SOCKET_IFNAME": ifname,
                                "interfaces_up": interfaces}
     if choice.no_interface:
-        text = _catalogue_text("nccl.no_socket_interface", {"ifname": ifname} if ifname else {})
-        fix = (f"Set NCCL_SOCKET_IFNAME to an interface present and up on every node; this host "
-               f"has: {real}." if ifname else
-               f"Bring up an interface with an IPv4/IPv6 address; this host has: {real}.")
-        if text:
-            fix = f"{text[1]} This host has: {real}."
+        fix = catalogue_fix("nccl.no_socket_interface",
+                            "Set NCCL_SOCKET_IFNAME to an interface present and up on every "
+                            "node, or bring up an interface with an IPv4/IPv6 address.",
+                            f"This host has: {real}.", {"ifname": ifname} if ifname else {})
         summary = ("libnccl found no socket interface to bootstrap on"
                    + (f" (NCCL_SOCKET_IFNAME={ifname} matches nothing up here)" if ifname else ""))
         return failed(cid, summary, fix, Category.INTERFACE, **details)
@@ -283,10 +274,13 @@ def check_plugin(search: PluginSearch, supported: dict[str, list[int]],
                       f"libraries or add their directory to LD_LIBRARY_PATH "
                       f"({', '.join(first.missing_needed)}).", Category.NET_PLUGIN, **details)
     if primary.usable is False:
-        return failed(cid, f"{first.path} {primary.reason}: {nccl} cannot use it",
-                      f"Install a {kind.name} plugin built for {nccl} (one exporting "
-                      f"{kind.symbols[0]}_v{max(supported.get(kind.symbols[0], [0]))}), or set "
-                      f"{kind.variable}=none.", Category.NET_PLUGIN, **details)
+        wanted = (f"Install a {kind.name} plugin built for {nccl} (one exporting "
+                  f"{kind.symbols[0]}_v{max(supported.get(kind.symbols[0], [0]))}), or set "
+                  f"{kind.variable}=none.")
+        fix = (catalogue_fix("nccl.net_plugin_broken", wanted, f"Here: {wanted}")
+               if kind.name == "net" else wanted)
+        return failed(cid, f"{first.path} {primary.reason}: {nccl} cannot use it", fix,
+                      Category.NET_PLUGIN, **details)
     if primary.usable is None:
         return warned(cid, f"{first.path}: {primary.reason}", f"Check the plugin's release notes "
                       f"for {nccl}.", Category.NET_PLUGIN, **details)
@@ -323,16 +317,18 @@ def check_net(env, net_search: PluginSearch, devices: list[str]) -> CheckResult:
             return passed("nccl.net", f"NCCL_NET=IB: RDMA devices {', '.join(devices)} present",
                           **details)
         return failed("nccl.net", "NCCL_NET=IB but this host has no RDMA device: NCCL init fails "
-                      "('Failed to initialize any NET plugin')", "Unset NCCL_NET (or set "
-                      "NCCL_NET=Socket) on hosts without InfiniBand/RoCE.", Category.NET_PLUGIN,
-                      **details)
+                      "('Failed to initialize any NET plugin')",
+                      catalogue_fix("nccl.net_not_found", "Unset NCCL_NET (or set "
+                                    "NCCL_NET=Socket) on hosts without InfiniBand/RoCE."),
+                      Category.NET_PLUGIN, **details)
     if plugin_found:
         return passed("nccl.net", f"NCCL_NET={value}: an external net plugin is present; its "
                       "name is checked by NCCL at init", **details)
     return failed("nccl.net", f"NCCL_NET={value} names no available network: no external net "
-                  "plugin found, and the built-in ones are IB and Socket", "Install the plugin "
-                  f"that provides '{value}' (e.g. aws-ofi-nccl for AWS EFA) and set "
-                  "NCCL_NET_PLUGIN, or unset NCCL_NET.", Category.NET_PLUGIN, **details)
+                  "plugin found, and the built-in ones are IB and Socket",
+                  catalogue_fix("nccl.net_not_found", "Install the plugin that provides "
+                                f"'{value}' and set NCCL_NET_PLUGIN, or unset NCCL_NET."),
+                  Category.NET_PLUGIN, **details)
 
 
 # -- settings ------------------------------------------------------------------------------
