@@ -40,6 +40,7 @@ import ctypes
 import ctypes.util
 import ipaddress
 import os
+import re
 import socket
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -232,9 +233,10 @@ def parse_version(version: Any) -> tuple[int, int, int]:
             return (version // 10000, version // 100 % 100, version % 100)
         return (version // 1000, version // 100 % 10, version % 100)
     if isinstance(version, str):
-        parts = version.strip().split("-")[0].split(".")
-        numbers = [int(p) for p in parts if p.isdigit()]
-        return tuple((numbers + [0, 0, 0])[:3])  # type: ignore[return-value]
+        match = re.match(r"\s*(\d+)\.(\d+)(?:\.(\d+))?", version)
+        if not match:
+            return LATEST_RULES
+        return (int(match.group(1)), int(match.group(2)), int(match.group(3) or 0))
     return tuple((list(version) + [0, 0, 0])[:3])  # type: ignore[return-value]
 
 

@@ -27,6 +27,7 @@ MAGIC = "ncclcheck-mesh/1"
 FULL_MESH_MAX = 32
 RANDOM_PEERS = 2
 MAX_LINE = 256
+WAIT_MAX_S = 10.0  # longest wait for other leaders at each step of the mesh
 
 
 @dataclass(frozen=True)
@@ -236,18 +237,22 @@ def run_mesh(session: Any, address: str, ifname: str | None, mtu: int | None, bu
         me = Endpoint(session.rank, session.host, address, listener.port, listener.nonce,
                       ifname, mtu)
         session.publish("net/mesh/endpoint", me.to_dict())
-        leaders = session.node_leaders(timeout=left() * 0.3)
+        leaders = session.node_leaders(timeout=min(WAIT_MAX_S, left() * 0.3))
         if session.rank not in leaders:
             leaders[session.rank] = session.host
-        found = session.gather("net/mesh/endpoint", ranks=list(leaders), timeout=left() * 0.3)
+        found = session.gather("net/mesh/endpoint", ranks=list(leaders),
+                               timeout=min(WAIT_MAX_S, left() * 0.3))
         endpoints = {r: Endpoint.from_dict(v) for r, v in found.items()}
         outcome = MeshOutcome(me, endpoints, dict(leaders), full=len(leaders) <= full_max)
         seed = ",".join(str(r) for r in sorted(leaders))
         targets = [endpoints[r] for r in plan_peers(session.rank, list(leaders), full_max,
                                                     random_peers, seed) if r in endpoints]
         per_dial = connect_timeout if connect_timeout is not None else min(5.0, left() * 0.3)
-        outcome.attempts = dial_all(me, targets, max(0.1, min(per_dial, left() * 0.5)))
-        outcome.late = session.barrier("net/mesh/dialled", timeout=max(0.1, left() - 0.2),
+        per_dial = max(0.1, min(per_dial, left() * 0.5))
+        outcome.attempts = dial_all(me, targets, per_dial)
+        # keep listening while the others dial; a leader that died is not waited for long
+        linger = min(left() - 0.2, 2 * per_dial + WAIT_MAX_S)
+        outcome.late = session.barrier("net/mesh/dialled", timeout=max(0.1, linger),
                                        ranks=list(endpoints))
         outcome.accepted = dict(listener.accepted)
         outcome.rejected = list(listener.rejected)

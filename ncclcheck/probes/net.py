@@ -67,6 +67,21 @@ def probe(ctx: ProbeContext) -> list[CheckResult]:
 # --------------------------------------------------------------------------------------------
 # facts
 # --------------------------------------------------------------------------------------------
+def nccl_rules_version(ctx: ProbeContext) -> str | None:
+    """The version of the libnccl this job would load, read from the file (never loaded),
+    else from the wheel's metadata; None applies the newest rules."""
+    if ctx.option("nccl_version"):
+        return str(ctx.option("nccl_version"))
+    try:
+        from ncclcheck.ncclib import discover
+        winner = discover(ctx.env).winner
+        if winner is not None and winner.version:
+            return winner.version
+    except Exception:  # discovery is a refinement; the wheel metadata still answers
+        pass
+    return installed_nccl_version()
+
+
 def installed_nccl_version() -> str | None:
     """The NCCL wheel's version from package metadata (the library itself is never loaded)."""
     for dist in ("nvidia-nccl-cu13", "nvidia-nccl-cu12", "nvidia-nccl-cu11"):
@@ -98,7 +113,7 @@ def gather_facts(ctx: ProbeContext) -> Facts:
     env = with_nccl_conf(ctx.env)
     layout, _ = read_layout(ctx.env)
     interfaces = list_interfaces()
-    version = ctx.option("nccl_version") or installed_nccl_version()
+    version = nccl_rules_version(ctx)
     hostname = socket.gethostname()
     host_res = resolve(hostname, min(3.0, max(0.2, ctx.remaining() / 10)))
     gloo = predict_gloo_interfaces(env, interfaces, [a for _, a in host_res.addresses])
@@ -387,6 +402,10 @@ def check_master_port(facts: Facts, master: MasterFacts) -> CheckResult:
     cid = "net.master_port"
     port = master.port
     if port is None:
+        raw = facts.env.get("MASTER_PORT")
+        if raw is not None:
+            return skipped(cid, f"MASTER_PORT={raw!r} is not a port number (see ranks.master)",
+                           master_port=raw)
         return skipped(cid, "MASTER_PORT is not set", master_port=None)
     details: dict[str, Any] = {"master_port": port, "master_addr": master.address}
     if master.address and master.resolution and not master.resolution.ok:
