@@ -222,7 +222,7 @@ def test_nccl_conf_file_replaces_the_home_file(tmp_path):
 
 
 @pytest.mark.parametrize("content,word", [(b"\x7fELF\x00\x01binary", "binary"),
-                                          (b"\xff\xfe\xfa not utf8", "codec")])
+                                          (b"\xff\xfe\xfa not utf8", "not UTF-8")])
 def test_unreadable_config_file_warns(tmp_path, content, word):
     conf = tmp_path / "nccl.conf"
     conf.write_bytes(content)
@@ -241,3 +241,14 @@ def test_config_file_problems(tmp_path):
     result = check_config_files(read_config_files({}, str(bad)), {})
     assert result.status == Status.WARN and "[2]" in result.summary
     assert check_config_files(read_config_files({}, str(tmp_path / "none")), {}).status == Status.PASS
+
+
+def test_config_file_that_is_a_device_or_fifo_is_not_read(tmp_path):
+    """NCCL_CONF_FILE=/dev/zero must not read forever."""
+    import os
+    fifo = tmp_path / "fifo.conf"
+    os.mkfifo(fifo)
+    for path in ("/dev/zero", str(fifo)):
+        files = read_config_files({"NCCL_CONF_FILE": path}, str(tmp_path / "none"))
+        assert files[0].error == "not a regular file"
+        assert check_config_files(files, {"NCCL_CONF_FILE": path}).status == Status.WARN

@@ -83,3 +83,11 @@ def test_non_elf_files_raise_elf_error(tmp_path, content):
 def test_missing_file_is_elf_error(tmp_path):
     with pytest.raises(ElfError):
         ElfFile(tmp_path / "nothing.so")
+
+
+def test_fifo_is_not_opened(tmp_path):
+    import os
+    fifo = tmp_path / "libnccl-net.so"
+    os.mkfifo(fifo)
+    with pytest.raises(ElfError, match="not a regular file"):
+        read_dynamic(fifo)

@@ -58,14 +58,19 @@ def read_config_file(path: str, why: str) -> ConfigFile:
     try:
         if target.is_dir():
             raise IsADirectoryError("is a directory")
-        if target.stat().st_size > MAX_BYTES:
+        if not target.is_file():  # a FIFO or device could block or never end
+            raise ValueError("not a regular file")
+        with open(target, "rb") as fh:
+            raw = fh.read(MAX_BYTES + 1)
+        if len(raw) > MAX_BYTES:
             raise ValueError(f"larger than {MAX_BYTES} bytes")
-        raw = target.read_bytes()
         if b"\0" in raw:
             raise ValueError("binary content")
         text = raw.decode("utf-8")
     except (OSError, ValueError) as exc:
         conf.error = getattr(exc, "strerror", None) or str(exc)
+        if isinstance(exc, UnicodeDecodeError):
+            conf.error = "not UTF-8 text (a binary file?)"
         return conf
     for number, line in enumerate(text.splitlines(), 1):
         stripped = line.strip()

@@ -82,7 +82,7 @@ def check_library(found: Discovery) -> CheckResult:
                       "point --nccl-lib / LD_LIBRARY_PATH at a libnccl.so.2.",
                       Category.VERSION_MISMATCH, **details)
     if not Path(found.resolution.found).is_file():
-        return failed("nccl.library", f"--nccl-lib {found.resolution.found}: no such file",
+        return failed("nccl.library", f"--nccl-lib {found.resolution.found}: not a regular file",
                       "Pass --nccl-lib the path of an existing libnccl.so.2.",
                       Category.CONFIGURATION, **details)
     winner = found.winner
