@@ -224,6 +224,23 @@ class IfList:
         return ("^" if self.exclude else "") + ("=" if self.exact else "") + ",".join(self.entries)
 
 
+def dead_entries(value: str, interfaces: Sequence[Interface] = ()) -> list[tuple[str, str]]:
+    """Entries of an NCCL interface list that can never match anything, and why: NCCL does
+    not trim spaces, reads ``^`` / ``=`` only at the start of the whole list, and compares
+    names case-sensitively."""
+    parsed = IfList.parse(value)
+    dead = []
+    for entry in parsed.entries:
+        if entry != entry.strip():
+            dead.append((entry, "spaces are kept as part of the name"))
+        elif entry[0] in "^=":
+            dead.append((entry, f"'{entry[0]}' only counts at the very start of the list"))
+        elif not any(i.name.startswith(entry) for i in interfaces) and any(
+                i.name.lower().startswith(entry.lower()) for i in interfaces):
+            dead.append((entry, "names are case-sensitive"))
+    return dead
+
+
 def parse_version(version: Any) -> tuple[int, int, int]:
     """``"2.27.7"``, ``(2, 27, 7)``, ``22707`` (ncclGetVersion's code) or None (latest)."""
     if version is None:
@@ -691,7 +708,7 @@ def interface_for_address(interfaces: Iterable[Interface], address: str) -> Inte
 
 
 __all__ = [
-    "Address", "Interface", "IbPort", "IfList", "SocketChoice", "NcclPrediction",
+    "Address", "Interface", "IbPort", "IfList", "SocketChoice", "NcclPrediction", "dead_entries",
     "list_interfaces", "list_ib_ports", "explain_nccl_choice", "predict_nccl_interfaces",
     "predict_nccl_bootstrap", "predict_gloo_interface", "predict_gloo_interfaces",
     "gloo_interface_names", "tp_interface_name", "propose_ifname", "parse_version",

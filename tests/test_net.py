@@ -266,3 +266,18 @@ def test_net_command_json(clean_env):
 def test_net_command_rejects_bad_options():
     result = CliRunner().invoke(cli, ["net", "--mesh-full-max", "1"])
     assert result.exit_code == 2
+
+
+def test_list_entries_that_never_match_are_named():
+    result = check_nccl_interface(facts({"NCCL_SOCKET_IFNAME": "eth0, eth4,=docker0,ETH5"}))
+    assert result.status == "warn" and result.category == "interface"
+    assert result.details["dead_entries"] == [" eth4", "=docker0", "ETH5"]
+    assert "NCCL_SOCKET_IFNAME=eth0,eth4,docker0,eth5" in result.fix
+    failing = check_nccl_interface(facts({"NCCL_SOCKET_IFNAME": " eth0"}))
+    assert failing.status == "fail" and "spaces are kept" in failing.summary
+
+
+def test_list_order_is_not_a_priority():
+    result = check_nccl_interface(facts({"NCCL_SOCKET_IFNAME": "eth4,eth0"}))
+    assert result.status == "pass" and result.details["nccl_bootstrap"] == "eth0:10.0.0.5"
+    assert "no priority" in result.summary

@@ -13,7 +13,8 @@ from importlib import metadata
 from typing import Any, Sequence
 
 from ncclcheck.context import ProbeContext
-from ncclcheck.interfaces import (Interface, NcclPrediction, SocketChoice, explain_nccl_choice,
+from ncclcheck.interfaces import (Interface, NcclPrediction, SocketChoice, dead_entries,
+                                  explain_nccl_choice,
                                   find, gloo_interface_names, ifname_setting, list_ib_ports,
                                   list_interfaces, predict_gloo_interfaces, predict_nccl_bootstrap,
                                   propose_ifname, tp_interface_name, with_nccl_conf, IfList,
@@ -215,13 +216,23 @@ def _doubtful(choice: SocketChoice, facts: Facts) -> str | None:
     return None
 
 
+def _real_case(entry: str, interfaces: Sequence[Interface]) -> str:
+    """``ETH`` -> ``eth`` when only the case keeps an entry from matching."""
+    if any(i.name.startswith(entry) for i in interfaces):
+        return entry
+    near = next((i.name for i in interfaces if i.name.lower().startswith(entry.lower())), None)
+    return near[:len(entry)] if near else entry
+
+
 def check_nccl_interface(facts: Facts) -> CheckResult:
     """The predicting check: details.nccl_interfaces (NCCL's order) and details.gloo_interface."""
     details = _choice_details(facts)
     setting = ifname_setting(facts.env)
     if facts.bootstrap is None:
         if setting is not None:
-            reasons = _why_not(IfList.parse(setting), facts)
+            reasons = _why_not(IfList.parse(setting), facts) + [
+                f"entry {entry!r} never matches: {why}"
+                for entry, why in dead_entries(setting, facts.interfaces)]
             because = "; ".join(reasons) if reasons else "no interface has such a name"
             summary = (f"NCCL_SOCKET_IFNAME={setting} matches no usable interface ({because}): "
                        f"NCCL will fail with '{NO_INTERFACE}'")
@@ -244,7 +255,22 @@ def check_nccl_interface(facts: Facts) -> CheckResult:
     gloo = facts.gloo_first
     gloo_text = f"; Gloo: {gloo}" if gloo else ""
     summary = f"NCCL will use {boot}{also} [{facts.nccl.rule}]{gloo_text}"
+    listed = IfList.parse(setting).entries if setting is not None else ()
+    if len(listed) > 1 and not IfList.parse(setting).exclude and not boot.name.startswith(
+            listed[0]):
+        summary += " (list order is no priority: NCCL takes the kernel's order)"
+    dead = dead_entries(setting, facts.interfaces) if setting is not None else []
     problem = _doubtful(boot, facts)
+    if dead and not (problem and facts.multi_node):
+        shown = "; ".join(f"{entry!r}: {why}" for entry, why in dead)
+        fixed = ",".join(_real_case(e.strip().lstrip("=^"), facts.interfaces) for e in listed)
+        return warned("net.nccl_interface", f"{summary}, but NCCL_SOCKET_IFNAME has entries that "
+                                            f"never match ({shown})",
+                      f"Write the list without spaces, with '^' / '=' once at the front, in the "
+                      f"interfaces' exact case: NCCL_SOCKET_IFNAME="
+                      f"{'^' if IfList.parse(setting).exclude else ''}"
+                      f"{'=' if IfList.parse(setting).exact else ''}{fixed}", IFACE,
+                      dead_entries=[e for e, _ in dead], **details)
     if problem and facts.multi_node:
         better = propose_ifname(facts.interfaces)
         fix = (f"Set NCCL_SOCKET_IFNAME to the interface that connects the nodes"
