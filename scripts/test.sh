@@ -9,6 +9,7 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   command -v ip >/dev/null 2>&1 || missing="$missing iproute2"
   command -v iptables >/dev/null 2>&1 || missing="$missing iptables"
   command -v gcc >/dev/null 2>&1 || missing="$missing gcc"
+  command -v mpirun >/dev/null 2>&1 || missing="$missing openmpi-bin"
   if [ -n "$missing" ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null

@@ -167,8 +167,8 @@ def check_hosts(job: Gathered) -> CheckResult:
 
 # -- settings and versions ---------------------------------------------------------------------
 def check_settings(job: Gathered) -> CheckResult:
-    """WORLD_SIZE, MASTER_*, NCCL_* and GLOO_* must read the same on every rank (rank 0 is the
-    reference: it is the rank whose view the job report takes)."""
+    """WORLD_SIZE (and the launcher's own world-size variable), MASTER_*, NCCL_* and GLOO_*
+    must read the same on every rank (rank 0 is the reference: the job report is its view)."""
     ref = job.reference
     if ref is None:
         return warned("cluster.settings", "settings not compared: rank 0's identity is missing",
@@ -199,7 +199,8 @@ def check_settings(job: Gathered) -> CheckResult:
         action = f"unset {d['name']}" if d["reference"] is None else f"{d['name']}={d['reference']}"
         if action not in fixes:
             fixes.append(action)
-    category = (Category.RANK_MISMATCH if any(d["name"] == "WORLD_SIZE" for d in differences)
+    sizes = {"WORLD_SIZE"} | {m.get("world_size_from") for m in job.members}
+    category = (Category.RANK_MISMATCH if any(d["name"] in sizes for d in differences)
                 else Category.CONFIGURATION)
     return failed("cluster.settings", f"settings differ between ranks: {text}",
                   "Set the same value on every node (in the job script, not per node): "

@@ -70,6 +70,10 @@ def _driver_version() -> str | None:
 
 
 def identity(layout: Layout, host: str, env: Mapping[str, str]) -> dict[str, Any]:
+    settings = job_settings(env)
+    size_from = layout.source("world_size")  # SLURM_NTASKS, OMPI_COMM_WORLD_SIZE, ...
+    if size_from in env:
+        settings[size_from] = env[size_from]
     return {
         "rank": layout.rank,
         "world_size": layout.world_size,
@@ -80,6 +84,7 @@ def identity(layout: Layout, host: str, env: Mapping[str, str]) -> dict[str, Any
         "host": host,
         "pid": os.getpid(),
         "launcher": layout.launcher,
-        "settings": job_settings(env),
+        "settings": settings,
+        "world_size_from": size_from,
         "versions": versions(),
     }
