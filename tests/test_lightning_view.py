@@ -120,3 +120,49 @@ def test_missing_rank_variable_is_explained():
 def test_without_devices_settings_are_skipped():
     got = view(TORCHRUN_2x2_RANK3, nodes=None, devices=None)
     assert got["settings"].status is Status.SKIP and "--devices" in got["settings"].summary
+
+
+def test_lightning_launcher_on_several_nodes_needs_a_shared_master():
+    got = view({"NODE_RANK": "1"}, nodes=2, devices=2)
+    assert got["values"].status is Status.FAIL
+    assert "MASTER_ADDR and MASTER_PORT unset" in got["values"].summary
+    got = view({"NODE_RANK": "1", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"}, 2, 2)
+    assert got["values"].status is Status.PASS
+    assert got["values"].details["main_port"] == 29500
+
+
+SHIM = {
+    "lightning/__init__.py": "from pytorch_lightning import __version__\n",
+    "lightning/pytorch/__init__.py": "",
+    "lightning/pytorch/plugins/__init__.py": "",
+    "lightning/pytorch/plugins/environments.py":
+        "from pytorch_lightning.plugins import environments as _e\n"
+        "globals().update({k: getattr(_e, k) for k in dir(_e) if not k.startswith('_')})\n",
+    "lightning/pytorch/callbacks.py": "from pytorch_lightning.callbacks import Callback\n",
+}
+
+
+def test_the_lightning_package_name_is_preferred_when_installed(tmp_path):
+    """The unified `lightning` package is not installed here: a shim package of that name
+    re-exports the installed classes, which is all ncclcheck reads from it."""
+    import json
+    import subprocess
+    import sys
+
+    for name, text in SHIM.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RANK", "WORLD_SIZE",
+           "LOCAL_", "NODE_RANK", "GROUP_", "MASTER_", "SLURM", "TORCHELASTIC"))}
+    env["PYTHONPATH"] = str(tmp_path)
+    code = ("import json, sys; from ncclcheck.lightning.installed import load_lightning; "
+            "print(json.dumps(load_lightning().package)); "
+            "from ncclcheck.cli import main; main(sys.argv[1:])")
+    proc = subprocess.run([sys.executable, "-c", code, "ranks", "--lightning", "--devices", "1",
+                           "--format", "json"], capture_output=True, text=True, env=env,
+                          timeout=120)
+    package, report = proc.stdout.split("\n", 1)
+    assert json.loads(package) == "lightning"
+    checks = {c["id"]: c for c in json.loads(report)["checks"]}
+    assert checks["ranks.lightning.environment"]["summary"].startswith(
+        "lightning 2.6.6 selects LightningEnvironment")

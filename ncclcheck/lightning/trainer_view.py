@@ -93,7 +93,7 @@ def lightning_results(ctx: ProbeContext, lightning: InstalledLightning) -> list[
     num_nodes = ctx.nodes or 1
     devices = ctx.gpus_per_node
     view = read_view(lightning, ctx.env, num_nodes, devices)
-    return [check_environment(view), check_values(view),
+    return [check_environment(view), check_values(view, ctx.env, num_nodes),
             check_settings(view, ctx.env, num_nodes, devices, ctx.nodes is None)]
 
 
@@ -122,7 +122,8 @@ def _init_fix(view: LightningView) -> str:
     return f"Fix the launcher variables {view.environment} reads (see its docstring)."
 
 
-def check_values(view: LightningView) -> CheckResult:
+def check_values(view: LightningView, env: Mapping[str, str] | None = None,
+                 num_nodes: int = 1) -> CheckResult:
     v = view.values
     details = {"environment": view.environment, **v, "errors": view.errors,
                "warnings": view.warnings}
@@ -145,6 +146,14 @@ def check_values(view: LightningView) -> CheckResult:
                       f"{rank} of {world}", f"{view.environment}.world_size() must return the "
                       "total number of processes and global_rank() a value below it; fix the "
                       "launcher's RANK / WORLD_SIZE.", RANK, **details)
+    unset = [n for n in ("MASTER_ADDR", "MASTER_PORT") if n not in (env or {})]
+    if view.environment == "LightningEnvironment" and num_nodes > 1 and unset:
+        return failed("ranks.lightning.values", f"{summary}: with num_nodes={num_nodes} and "
+                      f"{' and '.join(unset)} unset, each node picks its own (127.0.0.1, a free "
+                      "port) and the nodes never meet", "Export MASTER_ADDR=<node 0's address> "
+                      "and MASTER_PORT=<free port>, identical on every node, and NODE_RANK=0.."
+                      f"{num_nodes - 1}, before starting the script on each node.",
+                      Category.CONFIGURATION, **details)
     defaults = [w for w in view.warnings if "is not defined" in w]
     if defaults:
         return warned("ranks.lightning.values", f"{summary}; {defaults[0]}",
