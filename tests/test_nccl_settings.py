@@ -8,6 +8,7 @@ import pytest
 from ncclcheck.context import ProbeContext
 from ncclcheck.model import Status
 from ncclcheck.ncclib.config_files import Setting, effective_settings, read_config_files
+from ncclcheck.ncclib import settings as settings_module
 from ncclcheck.ncclib.known_names import is_linted
 from ncclcheck.ncclib.settings import LintFacts, lint, lint_one, parse_c_int, parse_ifname
 from ncclcheck.ncclib.version import NcclVersion
@@ -59,7 +60,20 @@ RULES = [
     ("TORCH_DISTRIBUTED_DEBUG", [], ["DETAIL"], Status.WARN, "costly"),
     ("NCCL_NET_SHARED_COMMS", ["1"], ["one"], Status.FAIL, "value"),   # generic NCCL_PARAM int
     ("NCCL_DEBUG", [], ["TRACE"], Status.WARN, "costly"),
+    ("NCCL_TOPO_FILE", [__file__], ["/nonexistent/topo.xml", "/dev"], Status.WARN, "value"),
+    ("NCCL_CONF_FILE", [__file__], ["/nonexistent/nccl.conf"], Status.WARN, "value"),
+    ("TORCH_NCCL_DESYNC_DEBUG", ["0", "TRUE"], ["2x"], Status.WARN, "value"),
+    ("TORCH_NCCL_ENABLE_TIMING", ["1"], ["on please"], Status.WARN, "value"),
+    ("TORCH_NCCL_ENABLE_MONITORING", ["0"], ["enabled"], Status.WARN, "value"),
+    ("TORCH_NCCL_DUMP_ON_TIMEOUT", ["true"], ["dump"], Status.WARN, "value"),
+    ("TORCH_NCCL_TRACE_BUFFER_SIZE", ["0", "2000"], ["-1", "lots"], Status.FAIL, "value"),
 ]
+# Rules tested in their own functions below.
+TESTED_ELSEWHERE = {"NCCL_DEBUG_FILE", "NCCL_VERSION", "NCCL_IB_DISABLE"}
+
+
+def test_every_rule_has_passing_and_failing_values():
+    assert set(settings_module.RULES) <= {r[0] for r in RULES} | TESTED_ELSEWHERE
 
 
 @pytest.mark.parametrize("name,good,bad,status,rule", RULES,
@@ -72,6 +86,12 @@ def test_rule_passing_and_failing_values(name, good, bad, status, rule):
         v = verdict(name, value)
         assert v.status == status and v.rule == rule, (name, value, v.summary)
         assert v.fix and name.split(" ")[0] in v.fix + v.summary
+
+
+def test_settings_judged_by_other_checks_point_there():
+    v = verdict("NCCL_NET_PLUGIN", "aws-ofi")
+    assert v.status == Status.PASS and "nccl.plugin.net" in v.summary
+    assert "nccl.net" in verdict("NCCL_NET", "IB").summary
 
 
 def test_unknown_name_suggests_the_closest_known_one():

@@ -342,7 +342,8 @@ def path_exists_rule(s: Setting, facts: LintFacts) -> Verdict | None:
     from pathlib import Path
     if Path(s.value).is_file():
         return None
-    return warn(s, f"{shown(s)}: no such file", f"Point {s.name} at an existing file, or unset it.")
+    why = "not a regular file" if Path(s.value).exists() else "no such file"
+    return warn(s, f"{shown(s)}: {why}", f"Point {s.name} at an existing file, or unset it.")
 
 
 def socket_threads_rule(s: Setting, facts: LintFacts) -> Verdict | None:
