@@ -281,3 +281,13 @@ def test_list_order_is_not_a_priority():
     result = check_nccl_interface(facts({"NCCL_SOCKET_IFNAME": "eth4,eth0"}))
     assert result.status == "pass" and result.details["nccl_bootstrap"] == "eth0:10.0.0.5"
     assert "no priority" in result.summary
+
+
+def test_nodes_disagreeing_on_interface_name_warn_once():
+    a = Endpoint(0, "node0", "10.0.0.5", 1, "n", "eth0", 9000)
+    b = Endpoint(4, "node1", "10.0.0.6", 1, "n", "ens5", 9000)
+    outcome = MeshOutcome(a, {0: a, 4: b}, {0: "node0", 4: "node1"})
+    [result] = consistency(outcome, 0)
+    assert result.status == "warn" and result.category == "interface"
+    assert "node0=eth0" in result.summary and "node1=ens5" in result.summary
+    assert "MTU" not in result.summary

@@ -199,3 +199,21 @@ def test_mesh_reports_exactly_the_blocked_pair_and_direction(netns_cluster):
     assert "MTU" in consistency[0]["summary"] and "node2=1400" in consistency[0]["summary"]
     for proc in procs:
         assert proc.returncode == 1  # the job failed: every rank exits with rank 0's verdict
+
+
+def test_master_reached_through_another_interface_than_nccl_uses(netns_cluster):
+    """node1 reaches the master over eth0, but NCCL_SOCKET_IFNAME points at eth1."""
+    cluster = netns_cluster("nc5", SUBNET, nodes=2)
+    sink = cluster.node(1).netns + "s"
+    subprocess.run(["ip", "netns", "add", sink], check=True, capture_output=True, timeout=30)
+    try:
+        add_link(cluster, 1, sink, "eth1", "198.19.5.113/28", up=True)
+        report = net_json(cluster, 1, NODE_RANK="1", NCCL_SOCKET_IFNAME="eth1",
+                          MASTER_ADDR=cluster.node(0).address, MASTER_PORT="29518")
+    finally:
+        subprocess.run(["ip", "netns", "del", sink], capture_output=True, timeout=30)
+    result = check(report, "net.master_addr")
+    assert result["status"] == "warn" and result["category"] == "interface"
+    assert result["details"]["route_interface"] == "eth0"
+    assert result["details"]["nccl_interface"] == "eth1"
+    assert result["details"]["route_is_nccl_interface"] is False
