@@ -120,7 +120,7 @@ def search_steps(soname: str, requester: Path | None, env: Mapping[str, str],
     rpath, runpath = _dynamic_paths(requester)
     name = requester.name if requester else "the requesting object"
     if assumed_rpath is not None:
-        rpath, runpath, name = assumed_rpath, None, "libtorch_cuda.so (assumed pip CUDA build)"
+        rpath, runpath, name = assumed_rpath, None, "libtorch_cuda.so of a pip CUDA build"
     if runpath is None:
         for d in rpath or []:
             steps.append(SearchStep(f"DT_RPATH of {name}", d))

@@ -45,10 +45,11 @@ def probe(ctx: ProbeContext) -> list[CheckResult]:
     searches = [find_plugins(kind, env, library, cache) for kind in KINDS]
     version = loaded_version(answer, found)
     results += [check_plugin(s, supported, version) for s in searches]
-    results.append(check_net(env, searches[0], ib_devices()))
-    files = read_config_files(env, ctx.option("nccl_etc_conf") or "/etc/nccl.conf")
+    rdma = ib_devices()
+    results.append(check_net(env, searches[0], rdma))
+    files = read_config_files(env)
     results.append(check_config_files(files, env))
-    facts = LintFacts(interfaces={i: a for i, a in interfaces.items()}, ib_devices=ib_devices(),
+    facts = LintFacts(interfaces=dict(interfaces), ib_devices=rdma,
                       loaded_version=version, loaded_path=library,
                       local_world_size=_int(env.get("LOCAL_WORLD_SIZE")), host=ctx.host)
     settings = effective_settings(env, files, known_names.is_linted)
@@ -88,6 +89,9 @@ def check_library(found: Discovery) -> CheckResult:
     winner = found.winner
     what = f"{winner.version or 'unknown version'}" if winner else "unknown version"
     summary = f"the job loads {found.resolution.found} (NCCL {what}, via {found.resolution.how})"
+    if found.torch.simulated and not found.override:
+        summary = (f"torch here is CPU-only and loads no libnccl; its CUDA build would load "
+                   f"{found.resolution.found} (NCCL {what})")
     bundled = [c for c in found.copies if any("wheel" in s or s == "torch/lib" for s in c.sources)]
     system = [c for c in found.copies if c not in bundled and "--nccl-lib" not in c.sources]
     differing = sorted({c.version for c in bundled + system if c.version})
