@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -15,6 +16,8 @@ from ncclcheck.explain.summary import NcclSummary
 
 # torchrun's failure report puts time, host and rank on the lines before "exitcode".
 _BLOCK_FIELD = re.compile(r"^\s*(?P<key>time|host|rank)\s*:\s*(?P<value>\S+)")
+_FULL_STAMP = re.compile(r"\s*\[?\d{4}-\d\d-\d\d")
+_RANK_FILE = re.compile(r"rank[-_]?(\d+)", re.I)  # one file per rank: rank3.log, rank_3.out
 _HOST_FACTS = ("node", "hostname")
 _RANK_FACTS = ("task",)
 
@@ -79,10 +82,12 @@ def explain_sources(items: list[Source]) -> Explanation:
 def _scan_one(name: str, candidates: Iterable[Candidate], matcher: Matcher,
               summary: NcclSummary, hits: list[Hit]) -> None:
     year: int | None = None
+    named = _RANK_FILE.search(os.path.basename(name))
+    file_rank = int(named.group(1)) if named else None
     for cand in candidates:
         info = parse_line(cand.text, year)
-        if info.time is not None and info.year_known and year is None:
-            year = info.time.year
+        if year is None and _FULL_STAMP.match(cand.text):
+            year = info.time.year if info.time else None
         if cand.info:
             summary.feed(info.message)
         matched = matcher.match(info.message)
@@ -91,7 +96,8 @@ def _scan_one(name: str, candidates: Iterable[Candidate], matcher: Matcher,
         sig, facts = matched
         _add_context(sig, facts, info, cand)
         hits.append(Hit(sig, facts, name, cand.number, cand.text.strip()[:2000],
-                        _rank(info, facts), _host(info, facts), info.time, len(hits)))
+                        _rank(info, facts, file_rank), _host(info, facts), info.time,
+                        len(hits)))
 
 
 def _add_context(sig: Signature, facts: dict[str, Any], info: LineInfo, cand: Candidate) -> None:
@@ -113,14 +119,14 @@ def _add_context(sig: Signature, facts: dict[str, Any], info: LineInfo, cand: Ca
             info.time = stamp_in(line)
 
 
-def _rank(info: LineInfo, facts: dict[str, Any]) -> int | None:
+def _rank(info: LineInfo, facts: dict[str, Any], file_rank: int | None) -> int | None:
     if info.rank is not None:
         return info.rank
     for key in ("rank",) + _RANK_FACTS:
         value = facts.get(key)
         if isinstance(value, int):
             return value
-    return None
+    return file_rank
 
 
 def _host(info: LineInfo, facts: dict[str, Any]) -> str | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 _PREFIXES = re.compile(
     r"""\s*(?:
@@ -18,6 +18,7 @@ _PREFIXES = re.compile(
       | (?P<label>\d{1,6}):\s                                       # srun --label
       | \[(?P<stamp>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)\]\s?   # NCCL [%F %T]
       | (?P<pystamp>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)(?:Z|[+-]\d\d:?\d\d)?\s   # logging
+      | (?P<glog2>[IWEF])(?P<month2>\d{1,2})(?P<day2>\d\d)\s(?P<clock2>\d\d:\d\d:\d\d(?:\.\d+)?)\s\d+\s\S+:\d+\]\s?
       | \[(?P<glog>[IWEF])(?P<month>\d{1,2})(?P<day>\d\d)\s(?P<clock>\d\d:\d\d:\d\d(?:\.\d+)?)[^\]]*\]\s?
       | (?P<host>[A-Za-z0-9][\w.\-]*):(?P<pid>\d+):(?P<tid>\d+)\s(?:\[(?P<dev>\d+)\]\s)?   # NCCL
     )""",
@@ -36,7 +37,6 @@ class LineInfo:
     host: str | None = None
     pid: int | None = None
     time: datetime | None = None
-    year_known: bool = True
 
 
 def parse_line(text: str, default_year: int | None = None) -> LineInfo:
@@ -56,9 +56,11 @@ def parse_line(text: str, default_year: int | None = None) -> LineInfo:
             info.rank = int(groups["label"]) if info.rank is None else info.rank
         elif groups["stamp"] or groups["pystamp"]:
             info.time = info.time or _iso(groups["stamp"] or groups["pystamp"])
-        elif groups["glog"]:
+        elif groups["glog"] or groups["glog2"]:
+            if groups["glog2"]:
+                groups = {"month": groups["month2"], "day": groups["day2"],
+                          "clock": groups["clock2"]}
             info.time = info.time or _glog(groups, default_year)
-            info.year_known = default_year is not None
         elif groups["host"]:
             info.host, info.pid = groups["host"], int(groups["pid"])
         pos = found.end()
@@ -78,12 +80,18 @@ def _iso(value: str) -> datetime | None:
 
 
 def _glog(groups: dict, year: int | None) -> datetime | None:
+    """glog stamps have no year: take the file's (from a full stamp seen before), else the
+    latest year that does not put the stamp in the future."""
     clock = groups["clock"].split(".")[0]
+    now = datetime.now()
     try:
-        return datetime.strptime(f"{year or 1900}-{groups['month']}-{groups['day']} {clock}",
-                                 "%Y-%m-%d %H:%M:%S")
+        stamp = datetime.strptime(f"{year or now.year}-{groups['month']}-{groups['day']} {clock}",
+                                  "%Y-%m-%d %H:%M:%S")
     except ValueError:
         return None
+    if year is None and stamp > now + timedelta(days=1):
+        stamp = stamp.replace(year=stamp.year - 1)
+    return stamp
 
 
 _ANY_STAMP = re.compile(r"(\d{4}-\d\d-\d\d)[ T_](\d\d:\d\d:\d\d)")

@@ -45,7 +45,8 @@ def _span(ranks: list[int]) -> str:
 
 
 def _wrap(text: str, indent: str) -> list[str]:
-    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent) or [indent]
+    return textwrap.wrap(text, WIDTH, initial_indent=indent,
+                         subsequent_indent=" " * len(indent)) or [indent]
 
 
 def render_table(data: dict[str, Any]) -> str:
