@@ -153,3 +153,17 @@ def test_nccl_net_names_an_available_transport(tmp_path, libnccl, supported):
     with_plugin = search({"LD_LIBRARY_PATH": str(tmp_path)}, libnccl)
     assert check_net({"NCCL_NET": "AWS Libfabric"}, with_plugin, []).status == Status.PASS
     assert check_net({}, nothing, []).status == Status.PASS
+
+
+def test_comma_list_skips_a_plugin_that_cannot_load(tmp_path, libnccl, supported):
+    """NCCL_NET_PLUGIN=broken,good: dlopen fails on the first (missing dependency), NCCL moves on."""
+    newest = supported["ncclNetPlugin"][-1]
+    dep = gcc("requester.c", tmp_path / "deps" / "libgonestub.so", "-Wl,-soname,libgonestub.so")
+    gcc("plugin.c", tmp_path / "libnccl-net-broken.so", f"-DNET_VERSION={newest}",
+        f"-L{dep.parent}", "-Wl,--no-as-needed", "-lgonestub")
+    dep.unlink()
+    gcc("plugin.c", tmp_path / "libnccl-net-good.so", f"-DNET_VERSION={newest}")
+    found = search({"LD_LIBRARY_PATH": str(tmp_path), "NCCL_NET_PLUGIN": "broken,good"}, libnccl)
+    assert len(found.found) == 2
+    result = check_plugin(found, supported, None)
+    assert result.status == Status.PASS and "libnccl-net-good.so" in result.summary

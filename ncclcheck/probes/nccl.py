@@ -114,7 +114,7 @@ def check_answer(answer: LibraryAnswer, found: Discovery, budget: float) -> list
         "error_strings": {str(k): v for k, v in sorted(answer.error_strings.items())},
         "log": answer.log[:40]}
     fix = (f"Replace or remove {answer.library}, or point --nccl-lib at a working libnccl.so.2; "
-           "run `python -c \"import ctypes; ctypes.CDLL('<path>')\"` to see the failure.")
+           f"`python -c \"import ctypes; ctypes.CDLL('{answer.library}')\"` shows the failure.")
     if answer.outcome == "hung":
         return [errored("nccl.load", f"loading {answer.library} did not answer within "
                         f"{budget:g} s (stuck {answer.describe_stage()}); the child was killed",
@@ -269,7 +269,9 @@ def check_plugin(search: PluginSearch, supported: dict[str, list[int]],
         extra = [judge(plugin, fam, supported) for fam in kind.symbols[1:]
                  if plugin.exports.get(fam)]
         verdicts.append((plugin, primary, extra))
-    first, primary, extra = verdicts[0]  # NCCL uses the first that loads
+    # NCCL uses the first candidate that dlopen accepts; one with a missing dependency is skipped.
+    first, primary, extra = next((v for v in verdicts if not v[0].missing_needed and not v[0].error),
+                                 verdicts[0])
     details["judgement"] = [{"path": p.path, "usable": j.usable, "reason": j.reason,
                              "also": [e.reason for e in x]} for p, j, x in verdicts]
     if first.missing_needed:
