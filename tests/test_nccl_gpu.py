@@ -96,3 +96,32 @@ def test_gpu_checks_on_a_gpu():
     results = {r.id: r for r in gpu_checks({}, 0, 10)}
     assert results["nccl.cuda_driver"].status == Status.PASS
     assert results["nccl.gpu_visible"].status == Status.PASS
+
+
+def test_torch_nccl_version_comparison(monkeypatch):
+    """torch here is a CPU build, which has no torch.cuda.nccl; a CUDA build's answer is stood in
+    by a minimal module (the comparison is what is tested, not torch)."""
+    import sys
+    import types
+
+    import ncclcheck.probes.nccl as nccl
+    from ncclcheck.ncclib.version import NcclVersion
+
+    fake = types.ModuleType("torch")
+    fake.__version__ = "2.4.0+cu121"
+    fake.version = types.SimpleNamespace(cuda="12.1")
+    fake.cuda = types.SimpleNamespace(nccl=types.SimpleNamespace(version=lambda: (2, 20, 5)))
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    monkeypatch.setattr(nccl, "torch_build_without_cuda", lambda: None)
+    answer = LibraryAnswer("libnccl.so.2", "ok", 0.1, version=NcclVersion(2, 20, 5))
+    assert nccl.check_torch_nccl(answer).status == Status.PASS
+    answer.version = NcclVersion(2, 21, 5)
+    differs = nccl.check_torch_nccl(answer)
+    assert differs.status == Status.WARN and differs.category.value == "version_mismatch"
+    assert "2.20.5" in differs.summary and "2.21.5" in differs.summary
+
+
+def test_cpu_torch_has_no_nccl_to_compare():
+    from ncclcheck.probes.nccl import check_torch_nccl
+    result = check_torch_nccl(None)
+    assert result.status == Status.SKIP and "CPU-only" in result.summary
