@@ -126,3 +126,12 @@ def test_preflight_environment_passes_a_consistent_launch_through(clean_env):
     assert plugin.report is not None
     with pytest.raises(ValueError, match="does not match the world size"):
         plugin.validate_settings(num_devices=2, num_nodes=1)  # Lightning's own check first
+
+
+def test_importing_the_package_imports_neither_torch_nor_lightning():
+    import subprocess
+    import sys
+    code = ("import sys, ncclcheck.lightning, ncclcheck.cli; "
+            "print(sorted(m for m in ('torch', 'pytorch_lightning', 'lightning') if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.stdout.strip() == "[]", proc.stderr

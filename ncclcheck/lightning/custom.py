@@ -25,6 +25,7 @@ from ncclcheck.lightning.launch_styles import (LaunchStyle, Slot, grid, lightnin
 from ncclcheck.model import Category, CheckResult, failed, passed, skipped, warned
 
 RANK = Category.RANK_MISMATCH
+MAX_SLOTS_SHOWN = 64  # every slot is checked; the report shows the first ones
 
 
 class ClusterEnvSpecError(ValueError):
@@ -288,7 +289,8 @@ def check_style(cls: type, style: LaunchStyle, nodes: int, per_node: int,
     answers = [run_slot(cls, slot, style.env_for(slot, base)) for slot in grid(nodes, per_node)]
     details = {"launcher": style.name, "nodes": nodes, "gpus_per_node": per_node,
                "slots": [{"node": a.slot.node, "local": a.slot.local, **_jsonable(a.values),
-                          "errors": a.errors} for a in answers],
+                          "errors": a.errors} for a in answers[:MAX_SLOTS_SHOWN]],
+               "slots_total": len(answers),
                "simulated_missing_members": simulated}
     findings = judge(answers, style, nodes, per_node, filled)
     where = f"under {style.title} ({nodes} x {per_node})"
