@@ -129,8 +129,9 @@ class Interface:
 
     @property
     def is_virtual_bridge(self) -> bool:
-        """docker0, virbr0, cni0 and other container / VM bridges: no path to other hosts."""
-        return self.kind == "bridge" or self.name.startswith(VIRTUAL_BRIDGE_PREFIXES)
+        """docker0, virbr0, cni0 and other container / VM bridges: no path to other hosts.
+        Judged by name, as NCCL does: a host bridge such as br0 may well carry the uplink."""
+        return self.name.startswith(VIRTUAL_BRIDGE_PREFIXES)
 
     @property
     def state(self) -> str:

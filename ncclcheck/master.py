@@ -142,8 +142,14 @@ class PortCheck:
 
 def can_bind(port: int, family: int = socket.AF_INET) -> tuple[bool, str | None]:
     """Bind the wildcard address on ``port`` as a store server would (SO_REUSEADDR), and let go."""
-    with socket.socket(family, socket.SOCK_STREAM) as sock:
+    try:
+        sock = socket.socket(family, socket.SOCK_STREAM)
+    except OSError as exc:
+        return False, os.strerror(exc.errno) if exc.errno else str(exc)
+    with sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
         try:
             sock.bind(("0.0.0.0" if family == socket.AF_INET else "::", port))
             sock.listen(1)
@@ -188,7 +194,13 @@ def port_holders(port: int) -> list[Holder]:
 
 
 def check_port(port: int) -> PortCheck:
+    """Free for both families a store server may bind (IPv4, and IPv6 where the kernel has it)."""
     free, error = can_bind(port)
+    if free and socket.has_ipv6:
+        free6, error6 = can_bind(port, socket.AF_INET6)
+        if not free6 and error6 != os.strerror(errno.EAFNOSUPPORT) and \
+                error6 != os.strerror(errno.EADDRNOTAVAIL):
+            free, error = free6, error6
     result = PortCheck(port, free, error)
     if not free:
         result.holders = port_holders(port)

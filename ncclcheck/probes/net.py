@@ -22,7 +22,7 @@ from ncclcheck.interfaces import (Interface, NcclPrediction, SocketChoice, dead_
 from ncclcheck.launchers import Layout, read_layout
 from ncclcheck.master import (Resolution, check_port, ephemeral_range, is_local_address,
                               reach, reserved_ports, resolve, route_interface)
-from ncclcheck.model import Category, CheckResult, failed, passed, skipped, warned
+from ncclcheck.model import Category, CheckResult, errored, failed, passed, skipped, warned
 
 IFACE = Category.INTERFACE
 NO_INTERFACE = "Bootstrap : no socket interface found"
@@ -132,10 +132,11 @@ def _listing(interfaces: Sequence[Interface]) -> str:
 # --------------------------------------------------------------------------------------------
 def check_interfaces(facts: Facts) -> CheckResult:
     usable = [i for i in facts.interfaces if i.running and i.addresses]
+    shown = ", ".join(f"{i.name} {i.addresses[0].address} mtu {i.mtu}" for i in usable[:8])
+    more = f" and {len(usable) - 8} more" if len(usable) > 8 else ""
     return passed("net.interfaces",
                   f"{len(facts.interfaces)} interfaces, {len(usable)} up with an address: "
-                  + ", ".join(f"{i.name} {i.addresses[0].address} mtu {i.mtu}" for i in usable),
-                  interfaces=[i.to_dict() for i in facts.interfaces])
+                  f"{shown}{more}", interfaces=[i.to_dict() for i in facts.interfaces])
 
 
 def check_infiniband(ctx: ProbeContext) -> CheckResult:
@@ -534,9 +535,16 @@ def cluster_checks(facts: Facts) -> list[CheckResult]:
     full_max = int(facts.ctx.option("mesh_full_max") or FULL_MESH_MAX)
     budget = max(0.5, facts.ctx.remaining() - 0.5)
     timeout = facts.ctx.option("mesh_connect_timeout")
-    outcome = run_mesh(session, facts.bootstrap.address, facts.bootstrap.name,
-                       iface.mtu if iface else None, budget, full_max=full_max,
-                       connect_timeout=float(timeout) if timeout else None)
+    try:
+        outcome = run_mesh(session, facts.bootstrap.address, facts.bootstrap.name,
+                           iface.mtu if iface else None, budget, full_max=full_max,
+                           connect_timeout=float(timeout) if timeout else None)
+    except (OSError, RuntimeError, ValueError) as exc:  # the other checks still count
+        return [errored("net.mesh", f"the mesh could not run on {facts.ctx.host}: "
+                                    f"{type(exc).__name__}: {exc}",
+                        f"Check that {facts.bootstrap.address} can be bound on this node and "
+                        "that the cluster store is still reachable.", Category.CONNECTION,
+                        address=facts.bootstrap.address, error=str(exc))]
     return [mesh_result(outcome)] + consistency(outcome, session.rank)
 
 
