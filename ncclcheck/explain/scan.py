@@ -112,7 +112,8 @@ class Scanner:
         found = body.find(token)
         taken = 0
         while found >= 0:
-            start = body.rfind(b"\n", 0, found) + 1
+            # The line's start, or for a very long line a window that keeps the hit in view.
+            start = max(body.rfind(b"\n", 0, found) + 1, found - MAX_LINE // 2)
             starts[start] = starts.get(start, False) or info
             taken += 1
             if limit is not None and taken >= limit:
