@@ -184,13 +184,25 @@ def port_holders(port: int) -> list[Holder]:
             try:
                 proc = psutil.Process(conn.pid)
                 name = proc.name()
-                cmdline = " ".join(proc.cmdline())
+                cmdline = safe_cmdline(proc.cmdline())
             except psutil.Error:
                 pass
         relation = ("this process" if conn.pid == me else
                     "an ancestor of this process (the launcher)" if conn.pid in ancestors else None)
         holders.append(Holder(conn.pid, name, cmdline, conn.laddr.ip, relation))
     return holders
+
+
+def safe_cmdline(argv: Sequence[str]) -> str:
+    """A command line fit for a report: the value after a secret-looking flag
+    (``--token abc``) and secret ``NAME=value`` pairs become ``***``."""
+    from ncclcheck.redact import MASK, is_secret_name, redact_text
+    shown = []
+    for i, arg in enumerate(argv):
+        previous = argv[i - 1] if i else ""
+        flag = previous.startswith("-") and "=" not in previous
+        shown.append(MASK if flag and is_secret_name(previous.lstrip("-")) else arg)
+    return redact_text(" ".join(shown))
 
 
 def check_port(port: int) -> PortCheck:

@@ -291,3 +291,10 @@ def test_nodes_disagreeing_on_interface_name_warn_once():
     assert result.status == "warn" and result.category == "interface"
     assert "node0=eth0" in result.summary and "node1=ens5" in result.summary
     assert "MTU" not in result.summary
+
+
+def test_holder_command_lines_hide_secrets():
+    from ncclcheck.master import safe_cmdline
+    shown = safe_cmdline(["server", "--token", "abc123secret", "--api-key=xyz987654", "--port",
+                          "29500"])
+    assert "abc123secret" not in shown and "xyz987654" not in shown and "--port 29500" in shown
