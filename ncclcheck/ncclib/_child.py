@@ -33,8 +33,9 @@ def main() -> None:
     say(stage="version", rc=rc, code=version.value)
     lib.ncclGetErrorString.restype = ctypes.c_char_p
     lib.ncclGetErrorString.argtypes = [ctypes.c_int]
-    say(stage="errors", strings={str(i): (lib.ncclGetErrorString(i) or b"").decode("utf-8", "replace")
-                                 for i in ERROR_CODES})
+    strings = {str(i): (lib.ncclGetErrorString(i) or b"").decode("utf-8", "replace")
+               for i in ERROR_CODES}
+    say(stage="errors", strings=strings)
     unique_id = ctypes.create_string_buffer(128)  # ncclUniqueId is 128 bytes
     sys.stdout.flush()
     rc = lib.ncclGetUniqueId(unique_id)

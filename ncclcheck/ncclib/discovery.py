@@ -24,9 +24,9 @@ from ncclcheck.ncclib.search import Resolution, ldconfig_cache, resolve, split_p
 
 SONAME = "libnccl.so.2"
 WHEELS = ("nvidia-nccl-cu13", "nvidia-nccl-cu12", "nvidia-nccl-cu11")
-CUDA_DIRS = ("/usr/local/cuda/lib64", "/usr/local/cuda/lib", "/usr/local/cuda/targets/x86_64-linux/lib",
-             "/usr/local/nccl/lib", "/opt/nccl/lib", "/usr/lib/x86_64-linux-gnu",
-             "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib")
+CUDA_DIRS = ("/usr/local/cuda/lib64", "/usr/local/cuda/lib",
+             "/usr/local/cuda/targets/x86_64-linux/lib", "/usr/local/nccl/lib", "/opt/nccl/lib",
+             "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib")
 _BANNER = re.compile(rb"NCCL version (\d+\.\d+\.\d+)([^\0\s%]*)")
 
 

@@ -49,7 +49,7 @@ class ElfFile:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        if self.path.exists() and not self.path.is_file():  # a FIFO or device would block or never end
+        if self.path.exists() and not self.path.is_file():  # a FIFO or device: never read
             raise ElfError(f"{self.path}: not a regular file")
         try:
             self._fh: BinaryIO = open(self.path, "rb")

@@ -124,7 +124,7 @@ def torch_build_without_cuda() -> str | None:
 
 
 def gpu_checks(env: Mapping[str, str], local_rank: int | None, timeout: float,
-               driver_version: Callable[[], int | None] = None) -> list[CheckResult]:  # type: ignore[assignment]
+               driver_version: Callable[[], int | None] | None = None) -> list[CheckResult]:
     """nccl.cuda_* / nccl.gpu_* checks; each skips with its reason when there is nothing to ask.
     ``driver_version`` defaults to asking libcuda (tests pass their own)."""
     driver_version = driver_version or cuda_driver_version
@@ -150,9 +150,10 @@ def gpu_checks(env: Mapping[str, str], local_rank: int | None, timeout: float,
         dmaj, dmin = driver_version_tuple(driver)
         results.append(failed("nccl.cuda_driver", f"{cpu_build} is a CPU-only build, but this host "
                               f"has an NVIDIA driver (CUDA {dmaj}.{dmin}): the job cannot use its "
-                              "GPUs or backend='nccl'", "Install a CUDA build of torch matching the "
-                              f"driver (CUDA {dmaj}.x wheels from download.pytorch.org/whl/cu{dmaj}x"
-                              ").", Category.CUDA, torch=cpu_build, driver_cuda=f"{dmaj}.{dmin}"))
+                              "GPUs or backend='nccl'",
+                              "Install a CUDA build of torch matching the driver (CUDA "
+                              f"{dmaj}.x wheels from download.pytorch.org/whl/cu{dmaj}x).",
+                              Category.CUDA, torch=cpu_build, driver_cuda=f"{dmaj}.{dmin}"))
         why = f"skipped: {cpu_build} is a CPU-only build; torch cannot see the GPUs"
         return results + [skipped(i, why, torch=cpu_build) for i in ids[1:]]
     try:
@@ -161,7 +162,8 @@ def gpu_checks(env: Mapping[str, str], local_rank: int | None, timeout: float,
         return results + [skipped(i, f"skipped: torch does not import ({type(exc).__name__})")
                           for i in ids]
     if torch.version.cuda is None:
-        why = f"skipped: torch {torch.__version__} is a CPU-only build, so there is no CUDA to check"
+        why = (f"skipped: torch {torch.__version__} is a CPU-only build, so there is no CUDA "
+               "to check")
         return results + [skipped(i, why, torch=torch.__version__) for i in ids]
     driver = driver_version()
     if driver is None:
@@ -169,8 +171,9 @@ def gpu_checks(env: Mapping[str, str], local_rank: int | None, timeout: float,
         return results + [skipped(i, why, torch_cuda=torch.version.cuda) for i in ids]
     dmaj, dmin = driver_version_tuple(driver)
     if not driver_supports(torch.version.cuda, driver):
-        results.append(failed("nccl.cuda_driver", f"the driver supports CUDA {dmaj}.{dmin}, but torch "
-                              f"is built for CUDA {torch.version.cuda}", "Upgrade the NVIDIA driver, "
+        results.append(failed("nccl.cuda_driver", f"the driver supports CUDA {dmaj}.{dmin}, but "
+                              f"torch is built for CUDA {torch.version.cuda}",
+                              "Upgrade the NVIDIA driver, "
                               f"or install a torch build for CUDA {dmaj}.x.", Category.CUDA,
                               driver_cuda=f"{dmaj}.{dmin}", torch_cuda=torch.version.cuda))
         return results

@@ -23,7 +23,8 @@ from ncclcheck.ncclib.version import NcclVersion, decode
 CHILD = Path(__file__).with_name("_child.py")
 # The subsystems whose INFO lines tell the bootstrap choice and the plugin loading.
 DEBUG_SUBSYS = "INIT,BOOTSTRAP,ENV,NET"
-_BOOTSTRAP = re.compile(r"Bootstrap ?: Using \[?\d*\]?(?P<ifname>[^:\s]+):(?P<address>\S+?)<(?P<port>\d+)>")
+_BOOTSTRAP = re.compile(r"Bootstrap ?: Using \[?\d*\]?(?P<ifname>[^:\s]+):"
+                        r"(?P<address>\S+?)<(?P<port>\d+)>")
 _NO_INTERFACE = re.compile(r"Bootstrap ?: no socket interface found")
 _NCCL_LINE = re.compile(r"NCCL (?P<level>INFO|WARN) (?P<msg>.*)$")
 
@@ -133,7 +134,8 @@ def ask_library(library: str, env: Mapping[str, str], timeout: float) -> Library
         choice = parse_bootstrap(answer.log)
         if answer.bootstrap is not None:
             choice.rc, choice.last_error = answer.bootstrap.rc, answer.bootstrap.last_error
-            choice.no_interface = choice.no_interface or bool(_NO_INTERFACE.search(choice.last_error))
+            if _NO_INTERFACE.search(choice.last_error):
+                choice.no_interface = True
         answer.bootstrap = choice
     return answer
 

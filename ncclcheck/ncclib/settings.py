@@ -119,7 +119,8 @@ def int_rule(low: int | None = None, high: int | None = None,
         parsed = parse_c_int(s.value)
         if parsed.value is None:
             return fail(s, f"{shown(s)} is not a number: NCCL ignores it and keeps its default",
-                        f"Set {s.name} to an integer{_range_text(low, high, choices)}, or unset it.")
+                        f"Set {s.name} to an integer{_range_text(low, high, choices)}, or "
+                        "unset it.")
         number = parsed.value
         if parsed.trailing.strip():
             return warn(s, f"{shown(s)} is read as {number}: the trailing "
@@ -240,7 +241,8 @@ def parse_ifname(value: str) -> IfaceList:
     text = text[1:] if exclude else text
     exact = text.startswith("=")
     text = text[1:] if exact else text
-    entries = tuple(e.split(":", 1)[0].strip() for e in text.split(",") if e.split(":", 1)[0].strip())
+    prefixes = (e.split(":", 1)[0].strip() for e in text.split(","))
+    entries = tuple(p for p in prefixes if p)
     return IfaceList(exclude, exact, entries)
 
 
@@ -260,7 +262,8 @@ def ifname_rule(s: Setting, facts: LintFacts) -> Verdict | None:
     if not facts.interfaces:
         return None
     matched = ifname_matches(spec, present)
-    real = ", ".join(f"{n} ({', '.join(a) or 'no address'})" for n, a in sorted(facts.interfaces.items()))
+    real = ", ".join(f"{n} ({', '.join(a) or 'no address'})"
+                     for n, a in sorted(facts.interfaces.items()))
     if not matched:
         return fail(s, f"{shown(s)} matches no interface that is up here: NCCL fails with "
                        "'Bootstrap : no socket interface found'",

@@ -152,7 +152,8 @@ def check_torch_nccl(answer: LibraryAnswer | None) -> CheckResult:
     try:
         import torch
     except Exception as exc:
-        return skipped("nccl.torch_version", f"skipped: torch does not import ({type(exc).__name__})")
+        return skipped("nccl.torch_version",
+                       f"skipped: torch does not import ({type(exc).__name__})")
     if torch.version.cuda is None:
         return skipped("nccl.torch_version", f"skipped: torch {torch.__version__} is a CPU-only "
                        "build: it has no NCCL to compare", torch=torch.__version__)
@@ -270,8 +271,8 @@ def check_plugin(search: PluginSearch, supported: dict[str, list[int]],
                  if plugin.exports.get(fam)]
         verdicts.append((plugin, primary, extra))
     # NCCL uses the first candidate that dlopen accepts; one with a missing dependency is skipped.
-    first, primary, extra = next((v for v in verdicts if not v[0].missing_needed and not v[0].error),
-                                 verdicts[0])
+    loadable = [v for v in verdicts if not v[0].missing_needed and not v[0].error]
+    first, primary, extra = (loadable or verdicts)[0]
     details["judgement"] = [{"path": p.path, "usable": j.usable, "reason": j.reason,
                              "also": [e.reason for e in x]} for p, j, x in verdicts]
     if first.missing_needed:
