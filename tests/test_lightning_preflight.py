@@ -135,3 +135,15 @@ def test_importing_the_package_imports_neither_torch_nor_lightning():
             "print(sorted(m for m in ('torch', 'pytorch_lightning', 'lightning') if m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.stdout.strip() == "[]", proc.stderr
+
+
+def test_callback_and_environment_pickle(clean_env):
+    """ddp_spawn and checkpoints pickle callbacks and plugins."""
+    import pickle
+
+    from ncclcheck.lightning import preflight_environment
+
+    callback = pickle.loads(pickle.dumps(PreflightCallback(families=["ranks"], timeout=5)))
+    assert callback.families == ["ranks"] and callback.timeout == 5
+    plugin = pickle.loads(pickle.dumps(preflight_environment(families=["ranks"])))
+    assert type(plugin.inner).__name__ == "LightningEnvironment"

@@ -21,4 +21,7 @@ def __getattr__(name: str) -> Any:
     if name == "PreflightCallback":
         from ncclcheck.lightning.callback import preflight_callback_class
         return preflight_callback_class()
+    if name == "PreflightEnvironment":  # so the wrapper pickles (ddp_spawn, checkpoints)
+        from ncclcheck.lightning.environment_hook import preflight_environment_class
+        return preflight_environment_class()
     raise AttributeError(f"module 'ncclcheck.lightning' has no attribute {name!r}")

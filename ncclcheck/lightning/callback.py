@@ -39,6 +39,8 @@ class _PreflightMixin:
         self.process_group_was_ready: bool | None = None
 
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        if self.report is not None:  # fit then test: the job was checked once
+            return
         self.process_group_was_ready = _process_group_ready()
         strategy = trainer.strategy
         self.report = preflight(trainer.num_nodes, trainer.num_devices,

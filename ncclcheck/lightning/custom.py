@@ -20,8 +20,8 @@ from ncclcheck.context import ProbeContext
 from ncclcheck.lightning.environ import swapped_environ, without_launcher
 from ncclcheck.lightning.installed import InstalledLightning
 from ncclcheck.lightning.interface import MEANING, InterfaceProblem, check_class, interface_of
-from ncclcheck.lightning.launch_styles import (LaunchStyle, Slot, grid, lightning_parent_env,
-                                               styles_for)
+from ncclcheck.lightning.launch_styles import (TORCHRUN, LaunchStyle, Slot, grid,
+                                               lightning_parent_env, styles_for)
 from ncclcheck.model import Category, CheckResult, failed, passed, skipped, warned
 
 RANK = Category.RANK_MISMATCH
@@ -324,7 +324,7 @@ def check_constructor(cls: type, nodes: int, per_node: int,
     if not taken:
         return None
     slot = grid(nodes, per_node)[-1]
-    env = styles_for({})[0].env_for(slot, base)
+    env = TORCHRUN.env_for(slot, base)
     answers = []
     for value in (1, 97):
         with swapped_environ(env):
@@ -346,9 +346,8 @@ def check_constructor(cls: type, nodes: int, per_node: int,
                   "not look like it configures the job.", Category.CONFIGURATION, **details)
 
 
-def cluster_env_results(ctx: ProbeContext, lightning: InstalledLightning) -> list[CheckResult]:
-    spec = ctx.option("cluster_env")
-    cls = load_cluster_env(spec)
+def cluster_env_results(ctx: ProbeContext, lightning: InstalledLightning,
+                        cls: type) -> list[CheckResult]:
     interface_result, problems = check_interface(cls, lightning)
     results = [interface_result]
     nodes, per_node = ctx.nodes, ctx.gpus_per_node

@@ -81,3 +81,8 @@ def preflight_environment(cluster_environment: Any = None, *, families: Iterable
     options = {"families": list(families) if families is not None else None, "bench": bench,
                "timeout": timeout, "strict": strict}
     return _wrapper_class(lightning.package)(inner, options)
+
+
+def preflight_environment_class() -> type:
+    """The wrapper class for the installed (or already imported) Lightning package."""
+    return _wrapper_class(load_lightning().package)

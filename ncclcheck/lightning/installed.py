@@ -100,12 +100,13 @@ def _available(package: str) -> bool:
 def load_lightning(prefer: str | None = None) -> InstalledLightning:
     """Import the installed Lightning (lazily: only the options that need it call this).
 
-    A package the process already imported wins (it is the one the Trainer comes from), then
-    ``prefer``, then ``lightning``, then ``pytorch_lightning``.
+    ``prefer`` wins when installed (the package a user's class derives from), then a package
+    the process already imported (the one the Trainer comes from), then ``lightning``, then
+    ``pytorch_lightning``.
     """
     names = [p for p, _, _ in _FLAVOURS]
     imported = [p for p in names if p in sys.modules]
-    order = imported + ([prefer] if prefer else []) + names
+    order = ([prefer] if prefer else []) + imported + names
     for package in dict.fromkeys(order):
         if package not in names or not _available(package):
             continue
@@ -118,3 +119,15 @@ def load_lightning(prefer: str | None = None) -> InstalledLightning:
         return InstalledLightning(package, str(getattr(top, "__version__", "0")), environments)
     raise LightningUnavailable("PyTorch Lightning is not installed (neither lightning nor "
                                f"pytorch_lightning): {INSTALL_HINT}")
+
+
+def package_of(cls: type) -> str | None:
+    """Which Lightning package's ClusterEnvironment ``cls`` derives from, if any."""
+    for base in cls.__mro__:
+        if base.__name__ != "ClusterEnvironment":
+            continue
+        if base.__module__.startswith("lightning."):
+            return "lightning"
+        if base.__module__.startswith(("pytorch_lightning", "lightning_fabric")):
+            return "pytorch_lightning"
+    return None

@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 from ncclcheck.context import ProbeContext
-from ncclcheck.lightning.installed import load_lightning
+from ncclcheck.lightning.installed import load_lightning, package_of
 from ncclcheck.model import CheckResult
 
 
 def lightning_results(ctx: ProbeContext) -> list[CheckResult]:
     """``ranks.lightning.*`` for --lightning, ``ranks.cluster_env.*`` for --cluster-env."""
-    lightning = load_lightning()
     results: list[CheckResult] = []
     if ctx.option("lightning"):
         from ncclcheck.lightning.trainer_view import lightning_results as trainer_results
-        results.extend(trainer_results(ctx, lightning))
+        results.extend(trainer_results(ctx, load_lightning()))
     if ctx.option("cluster_env"):
-        from ncclcheck.lightning.custom import cluster_env_results
-        results.extend(cluster_env_results(ctx, lightning))
+        from ncclcheck.lightning.custom import cluster_env_results, load_cluster_env
+        cls = load_cluster_env(ctx.option("cluster_env"))
+        # Checked against the package the class derives from, when both are installed.
+        results.extend(cluster_env_results(ctx, load_lightning(prefer=package_of(cls)), cls))
     return results
 
 
