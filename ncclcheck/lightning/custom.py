@@ -284,7 +284,8 @@ def check_style(cls: type, style: LaunchStyle, nodes: int, per_node: int,
         if spawns is not False:
             return skipped(check_id, f"{style.title} not simulated: {name}."
                            f"creates_processes_externally is {spawns!r} before launch, so "
-                           "Lightning would not start the processes itself",
+                           "Lightning would not start the processes itself (started without "
+                           "torchrun/srun, only one process per node would run)",
                            creates_processes_externally=spawns)
     answers = [run_slot(cls, slot, style.env_for(slot, base)) for slot in grid(nodes, per_node)]
     details = {"launcher": style.name, "nodes": nodes, "gpus_per_node": per_node,
