@@ -29,9 +29,10 @@ from ncclcheck.interfaces import list_interfaces, predict_nccl_bootstrap, predic
 ifs = list_interfaces()
 env = dict(os.environ)
 boot = predict_nccl_bootstrap(env, ifs)
+found = predict_nccl_interfaces(env, ifs)
 print("PREDICTED " + json.dumps({
-    "bootstrap": str(boot) if boot else None,
-    "list": [str(c) for c in predict_nccl_interfaces(env, ifs)]}), flush=True)
+    "bootstrap": str(boot) if boot else None, "bootstrap_name": boot.name if boot else None,
+    "list": [str(c) for c in found], "names": [c.name for c in found]}), flush=True)
 import nvidia.nccl
 lib = ctypes.CDLL(os.path.join(nvidia.nccl.__path__[0], "lib", "libnccl.so.2"))
 rc = lib.ncclGetUniqueId(ctypes.create_string_buffer(128))
@@ -83,6 +84,9 @@ GROUPS: list[tuple[list[str], list[tuple[dict[str, str], str | None]]]] = [
         ({"NCCL_SOCKET_IFNAME": "eth0:1234"}, "eth0"),            # ":port" ignored
         ({"NCCL_SOCKET_IFNAME": "eth0,bond0"}, "bond0"),          # list order is no priority
         ({"NCCL_SOCKET_IFNAME": "=enp1s0,=docker0"}, "enp1s0"),   # "=" only at the front
+        ({"NCCL_SOCKET_IFNAME": "=enp1s0:1"}, "enp1s0"),          # ":1" is a port, not a label
+        ({"NCCL_SOCKET_IFNAME": "^lo,ib,enp1s0,docker,virbr,bond,eth"}, "enp2s0"),
+        ({"NCCL_SOCKET_IFNAME": "^=lo,ib0,enp1s0,docker0,virbr0,bond0,eth0"}, "enp1s0:1"),
         ({"NCCL_SOCKET_IFNAME": "docker"}, "docker0"),
         ({"NCCL_SOCKET_IFNAME": "=virbr0"}, "virbr0"),
         ({"NCCL_SOCKET_IFNAME": "lo"}, "lo"),
@@ -117,7 +121,7 @@ GROUPS: list[tuple[list[str], list[tuple[dict[str, str], str | None]]]] = [
 
 LINKS = [  # name, addresses (none: up without address), set up?
     ("ib0", ["198.19.5.1/28"]),
-    ("enp1s0", ["198.19.5.33/28"]),
+    ("enp1s0", ["198.19.5.33/28", "198.19.5.34/28 label enp1s0:1"]),  # an alias label
     ("docker0", ["198.19.5.49/28"]),
     ("virbr0", ["198.19.5.65/28"]),
     ("bond0", ["198.19.5.81/28"]),
@@ -143,8 +147,9 @@ def host(netns_cluster):
             cluster.ns(sink, "ip", "link", "set", peer, "up")
             cluster.ns(ns, "ip", "link", "set", name, "addrgenmode", "none")
             for addr in addrs:
+                addr, *label = addr.split()
                 extra = ["nodad"] if ":" in addr else []
-                cluster.ns(ns, "ip", "addr", "add", addr, "dev", name, *extra)
+                cluster.ns(ns, "ip", "addr", "add", addr, "dev", name, *extra, *label)
             if name != "eth1":
                 cluster.ns(ns, "ip", "link", "set", name, "up")
         yield cluster
@@ -195,7 +200,10 @@ def test_prediction_table_matches_real_libnccl(host):
         for env, expected_name in cases:
             predicted, actual, out = _nccl(host, env)
             checked += 1
-            actual_name = actual.split(":", 1)[0] if actual else None
+            # names may hold a colon (alias labels): take the name from the prediction when
+            # the whole "<name>:<address>" agrees, else the text before the first colon
+            actual_name = (predicted["bootstrap_name"] if actual == predicted["bootstrap"]
+                           else actual.split(":", 1)[0] if actual else None)
             if predicted["bootstrap"] != actual:
                 mismatches.append(f"{env} (down {down}): predicted {predicted['bootstrap']}, "
                                   f"libnccl {actual}")
@@ -211,9 +219,11 @@ def test_prediction_table_matches_real_libnccl(host):
 
 def test_prediction_order_matches_real_libnccl(host):
     """NCCL's order beyond the first interface: excluding the first k predicted interfaces
-    exactly must make libnccl bootstrap on the (k+1)-th."""
+    exactly must make libnccl bootstrap on the (k+1)-th. (The alias label goes first: a name
+    with a colon cannot be excluded, NCCL reads ":1" as a port.)"""
+    host.ns(host.node(0).netns, "ip", "addr", "del", "198.19.5.34/28", "dev", "enp1s0")
     full, _, _ = _nccl(host, {"NCCL_SOCKET_IFNAME": "^lo"})
-    names = [c.split(":", 1)[0] for c in full["list"]]
+    names = full["names"]
     assert len(names) >= 6, full
     for k in range(1, len(names)):
         env = {"NCCL_SOCKET_IFNAME": "^=lo," + ",".join(names[:k])}
