@@ -90,6 +90,8 @@ def _scan_one(name: str, candidates: Iterable[Candidate], matcher: Matcher,
             year = info.time.year if info.time else None
         if cand.info:
             summary.feed(info.message)
+        if not cand.gated:
+            continue
         matched = matcher.match(info.message)
         if matched is None:
             continue

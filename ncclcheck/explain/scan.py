@@ -13,7 +13,8 @@ from typing import BinaryIO, Callable, Iterator
 
 BLOCK = 8 << 20            # bytes read at a time
 MAX_LINE = 64 << 10        # longest text kept for one line (the part around the hit)
-MAX_INFO_LINES = 20_000    # NCCL INFO lines per file given to the summary
+MAX_INFO_LINES = 10_000    # NCCL INFO lines per file given to the summary
+GATE, INFO = 1, 2          # why a line is a candidate (bit flags)
 INFO_TOKENS = (b"NCCL INFO", b"NCCL version")
 LAST_ERROR = b"Last error:"
 
@@ -24,6 +25,7 @@ class Candidate:
 
     number: int
     text: str
+    gated: bool                      # passed the gate: worth matching against the catalogue
     info: bool                       # an NCCL INFO / version line (for the summary)
     before: Callable[[int], list[str]]
 
@@ -70,14 +72,14 @@ class Scanner:
 
     def _block(self, body: bytes, line_base: int, first_line_wanted: bool,
                info_left: int) -> tuple[list[Candidate], bool, int]:
-        starts: dict[int, bool] = {}
+        starts: dict[int, int] = {}
         if first_line_wanted:
-            starts[0] = False
+            starts[0] = GATE
         for token in self.gate:
-            self._collect(body, token, starts, False)
+            self._collect(body, token, starts, GATE)
         if info_left > 0:
             for token in INFO_TOKENS:
-                self._collect(body, token, starts, True, limit=info_left)
+                self._collect(body, token, starts, INFO, limit=info_left)
         out: list[Candidate] = []
         if not starts:
             return out, False, info_left
@@ -93,28 +95,31 @@ class Scanner:
             end = body.find(b"\n", start)
             end = len(body) if end < 0 else end
             raw = body[start:min(end, start + MAX_LINE)]
-            info = starts[start]
-            if info:
+            why = starts[start]
+            if why & INFO:
                 info_left -= 1
-            out.append(Candidate(number, _decode(raw), info, _before(body, start)))
+            out.append(Candidate(number, _decode(raw), bool(why & GATE), bool(why & INFO),
+                                 _before(body, start)))
             if raw.rstrip().endswith(LAST_ERROR):
                 nxt = end + 1
                 if nxt >= len(body):
                     pending_next = True
                 elif nxt not in starts:
-                    starts[nxt] = False
+                    starts[nxt] = GATE
                     ordered.insert(index, nxt)
+                else:
+                    starts[nxt] |= GATE
         return out, pending_next, info_left
 
     @staticmethod
-    def _collect(body: bytes, token: bytes, starts: dict[int, bool], info: bool,
+    def _collect(body: bytes, token: bytes, starts: dict[int, int], why: int,
                  limit: int | None = None) -> None:
         found = body.find(token)
         taken = 0
         while found >= 0:
             # The line's start, or for a very long line a window that keeps the hit in view.
             start = max(body.rfind(b"\n", 0, found) + 1, found - MAX_LINE // 2)
-            starts[start] = starts.get(start, False) or info
+            starts[start] = starts.get(start, 0) | why
             taken += 1
             if limit is not None and taken >= limit:
                 return
