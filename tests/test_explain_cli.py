@@ -120,3 +120,13 @@ def test_explain_never_imports_torch():
     assert b"TORCH False" in done.stderr
     imported = [l for l in done.stderr.decode().splitlines() if l.startswith("import time:")]
     assert imported and not [l for l in imported if l.rstrip().endswith(("| torch", "torch._C"))]
+
+
+def test_truncated_gzip_is_one_line_and_exit_2(tmp_path):
+    import gzip
+    whole = gzip.compress(MOTIVATING.read_bytes() * 50)
+    (tmp_path / "cut.log.gz").write_bytes(whole[: len(whole) // 2])
+    done = run_cli(str(tmp_path / "cut.log.gz"))
+    assert done.returncode == 2 and done.stderr.decode().count("\n") == 1, done.stderr
+    assert b"cut.log.gz" in done.stderr
+    assert_no_traceback(done)

@@ -134,3 +134,10 @@ def test_invalid_utf8_and_binary_bytes_do_not_break_matching(tmp_path):
     findings = explain([str(path)]).to_dict()["findings"]
     assert findings[0]["id"] == "nccl.invalid_rank"
     assert findings[0]["facts"] == {"rank": 6, "nranks": 4}
+
+
+def test_interface_name_comes_from_the_nccl_settings_in_the_log():
+    """The real libnccl log: the WARN line has no name, NCCL's ENV line gives it."""
+    root = explain([str(LOGS / "real" / "nccl-socket-ifname-nothing.log")]).to_dict()["findings"][0]
+    assert root["id"] == "nccl.no_socket_interface" and root["facts"] == {"ifname": "eth9"}
+    assert "NCCL_SOCKET_IFNAME=eth9" in root["explanation"] and "(now eth9)" in root["fix"]

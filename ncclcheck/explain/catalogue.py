@@ -42,7 +42,8 @@ class Signature:
     ``consequence`` marks failures that usually follow another one (a peer closing its socket
     because it crashed, a timeout after a rank died); they are never chosen as the root cause
     while a primary failure is in view; ``warning`` marks messages after which the library
-    carries on. ``priority`` (0-100) orders primary failures when log
+    carries on. ``settings`` names facts taken from ``NCCL_X set by environment to V`` lines
+    of the same log when the matched line does not carry them. ``priority`` (0-100) orders primary failures when log
     lines carry no comparable timestamps.
     """
 
@@ -58,6 +59,7 @@ class Signature:
     warning: bool = False
     priority: int = 50
     requires: tuple[str, ...] = ()
+    settings: tuple[tuple[str, str], ...] = ()
     compiled: tuple[re.Pattern[str], ...] = field(default=(), repr=False, compare=False)
 
     @property
@@ -250,6 +252,7 @@ def _build(entry: dict[str, Any]) -> Signature:
         warning=bool(entry.get("warning", False)),
         priority=int(entry.get("priority", 50)),
         requires=tuple(entry.get("requires", ())),
+        settings=tuple(sorted(entry.get("settings", {}).items())),
         compiled=tuple(re.compile(p) for p in patterns),
     )
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 import re
+import zlib
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from ncclcheck.explain.catalogue import Signature, all_signatures, gate
 from ncclcheck.explain.findings import Finding, Hit, group
 from ncclcheck.explain.lines import LineInfo, parse_line, stamp_in
-from ncclcheck.explain.reader import Source, sources
+from ncclcheck.explain.reader import InputError, Source, sources
 from ncclcheck.explain.scan import Candidate, Scanner
 from ncclcheck.explain.summary import NcclSummary
 
@@ -73,10 +74,21 @@ def explain_sources(items: list[Source]) -> Explanation:
         stream = source.open()
         try:
             _scan_one(source.name, scanner.lines(stream), matcher, summary, hits)
+        except (OSError, EOFError, zlib.error) as exc:  # truncated gzip, I/O error mid-read
+            raise InputError(f"cannot read {source.name}: {exc}") from None
         finally:
             if source.path is not None:
                 stream.close()
+    _facts_from_settings(hits, summary.settings)
     return Explanation(group(hits), summary.to_dict(), [s.name for s in items])
+
+
+def _facts_from_settings(hits: list[Hit], settings: dict[str, str]) -> None:
+    """Fill facts a line lacks from the NCCL settings the same log printed (e.g. the IFNAME)."""
+    for hit in hits:
+        for fact, variable in hit.signature.settings:
+            if fact not in hit.facts and variable in settings:
+                hit.facts[fact] = settings[variable]
 
 
 def _scan_one(name: str, candidates: Iterable[Candidate], matcher: Matcher,

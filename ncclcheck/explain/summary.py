@@ -17,6 +17,7 @@ _VIA = re.compile(r" via (?P<transport>NET/[\w-]+|P2P/[\w-]+|SHM|CollNet\w*|NVLS
 _NVLS = re.compile(r"\bNVLS (?:multicast|comm|enabled|support)", re.I)
 _PLUGIN = re.compile(r"(?P<kind>NET|TUNER|PROFILER|ENV|GIN|RMA)/Plugin ?: ?(?P<text>.*)")
 _PLUGIN_LOADED = re.compile(r"(?:Successfully loaded external (?:network )?plugin|Loaded (?:net|tuner|profiler|env) plugin|Initialized NET plugin) (?P<name>\S+)")
+_SETTING = re.compile(r"\b(?P<name>NCCL_[A-Z0-9_]+) set by environment to (?P<value>\S+?)\.?$")
 _INIT = re.compile(r"rank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev (?P<dev>-?\d+).*?- Init (?P<phase>START|COMPLETE)")
 
 
@@ -34,6 +35,7 @@ class NcclSummary:
     nranks: list[int] = field(default_factory=list)
     init_started: int = 0
     init_complete: int = 0
+    settings: dict[str, str] = field(default_factory=dict)
     seen: bool = False
 
     def feed(self, message: str) -> None:
@@ -64,6 +66,8 @@ class NcclSummary:
             _add(self.plugins, f"{found.group('kind')}/Plugin: {found.group('text').strip()}")
         elif (found := _PLUGIN_LOADED.search(message)):
             _add(self.plugins, f"loaded {found.group('name')}")
+        if (found := _SETTING.search(message)) and len(self.settings) < 64:
+            self.settings.setdefault(found.group("name"), found.group("value"))
         if (found := _INIT.search(message)):
             _add(self.nranks, int(found.group("nranks")))
             if found.group("phase") == "START":
@@ -85,6 +89,7 @@ class NcclSummary:
             "nranks": self.nranks,
             "init_started": self.init_started,
             "init_complete": self.init_complete,
+            "settings": self.settings,
         }
 
 
