@@ -589,7 +589,8 @@ def _psutil_entries() -> list[_RawEntry]:
     for name, addrs in psutil.net_if_addrs().items():
         st = stats.get(name)
         flag_words = set((getattr(st, "flags", "") or "").split(",")) if st else set()
-        flags = ((_IFF_UP if st and st.isup else 0) | (_IFF_RUNNING if "running" in flag_words else 0)
+        flags = ((_IFF_UP if st and st.isup else 0)
+                 | (_IFF_RUNNING if "running" in flag_words else 0)
                  | (_IFF_LOOPBACK if "loopback" in flag_words else 0))
         entries.append(_RawEntry(name, flags, None, None, None, 0))
         for a in addrs:

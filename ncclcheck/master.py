@@ -71,7 +71,8 @@ def resolve(name: str, timeout: float) -> Resolution:
         return result
     if "error" in outcome:
         exc = outcome["error"]
-        result.error = exc.strerror if isinstance(exc, socket.gaierror) and exc.strerror else str(exc)
+        gai = isinstance(exc, socket.gaierror) and exc.strerror
+        result.error = exc.strerror if gai else str(exc)
         return result
     seen = set()
     for family, _, _, _, sockaddr in outcome["infos"]:
@@ -295,7 +296,8 @@ def open_connection(address: str, port: int, timeout: float,
         sock.connect(target)
     except (OSError, socket.gaierror) as exc:
         sock.close()
-        reason = os.strerror(exc.errno) if getattr(exc, "errno", None) else (str(exc) or "timed out")
+        code = getattr(exc, "errno", None)
+        reason = os.strerror(code) if code else (str(exc) or "timed out")
         return None, Reach(address, port, classify(exc), time.monotonic() - started, reason)
     return sock, Reach(address, port, "ok", time.monotonic() - started)
 

@@ -110,8 +110,9 @@ def test_default_choice_and_multi_node_warning_for_docker(one_node):
 def test_master_port_held_by_another_process_names_it(one_node):
     port = 29517
     holder = subprocess.Popen(one_node.command(0, [
-        PY, "-c", "import socket,sys,time; s=socket.socket(); s.bind(('0.0.0.0', int(sys.argv[1])));"
-        " s.listen(); print('ready', flush=True); time.sleep(60)", str(port), "nc5-port-holder"]),
+        PY, "-c", "import socket,sys,time; s=socket.socket();"
+        " s.bind(('0.0.0.0', int(sys.argv[1]))); s.listen(); print('ready', flush=True);"
+        " time.sleep(60)", str(port), "nc5-port-holder"]),
         stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "ready"

@@ -241,7 +241,8 @@ def check_nccl_interface(facts: Facts) -> CheckResult:
             down = [i.name for i in facts.interfaces
                     if IfList.parse(setting).matches(i.name) and i.addresses and not i.up]
             if down:
-                fix = f"Bring {', '.join(down)} up (`ip link set {down[0]} up`), or change it. " + fix
+                fix = (f"Bring {', '.join(down)} up (`ip link set {down[0]} up`), or change "
+                       f"it. {fix}")
             return failed("net.nccl_interface", summary, fix, IFACE, reasons=reasons, **details)
         family = facts.env.get("NCCL_SOCKET_FAMILY")
         summary = (f"no interface is up with an {'IPv6' if family == 'AF_INET6' else 'IP'} "
@@ -294,7 +295,8 @@ def check_gloo_interface(facts: Facts) -> CheckResult:
             nccl = facts.bootstrap.name if facts.bootstrap else None
             fix = (f"Set GLOO_SOCKET_IFNAME to exact interface names (comma-separated, no spaces)"
                    f"{f', e.g. GLOO_SOCKET_IFNAME={nccl}' if nccl else ''}. "
-                   f"This host's interfaces: {_listing([i for i in facts.interfaces if i.addresses])}")
+                   f"This host's interfaces: "
+                   f"{_listing([i for i in facts.interfaces if i.addresses])}")
             return failed("net.gloo_interface", summary, fix, IFACE, **details)
     gloo = facts.gloo_first
     if gloo is None:  # unreachable in practice: the fallback is loopback
@@ -392,11 +394,11 @@ def check_master_addr(facts: Facts, master: MasterFacts) -> CheckResult:
                       f"{facts.bootstrap.address if facts.bootstrap else 'its IP'}) on every rank, "
                       f"or start rank 0 on {master.address}.", Category.NAME_RESOLUTION, **details)
     if facts.multi_node and loopback:
+        mine = facts.bootstrap.address if facts.bootstrap and master.hosts_store else None
         return failed(cid, f"multi-node job, but MASTER_ADDR={master.address} resolves to "
                            f"loopback ({shown}): other nodes look for the store on themselves",
                       f"Set MASTER_ADDR to the rank-0 node's routable address or host name "
-                      f"(e.g. {facts.bootstrap.address if facts.bootstrap and master.hosts_store else '<node-0 IP>'}).",
-                      Category.NAME_RESOLUTION, **details)
+                      f"(e.g. {mine or '<node-0 IP>'}).", Category.NAME_RESOLUTION, **details)
     if master.role is False and master.local and facts.multi_node:
         return failed(cid, f"MASTER_ADDR={master.address} is this host, but rank 0 runs on "
                            "another node",
