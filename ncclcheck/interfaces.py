@@ -326,22 +326,35 @@ def _same_subnet(addr: Address, remote: Address) -> bool:
 
 
 def _comm_id_address(value: str, resolve: Callable[[str], str | None] | None) -> Address | None:
-    """The address part of NCCL_COMM_ID (``ip:port``, ``[ipv6]:port``, ``host:port``)."""
-    host = value
+    """The address in NCCL_COMM_ID, read as NCCL reads it: ``[ipv6%if]:port`` in brackets,
+    otherwise everything before the first ``:`` (or ``,``) is an IPv4 address or a host name,
+    resolved with getaddrinfo (pass ``resolve``; without it host names count as unresolved)."""
     if value.startswith("["):
-        host = value[1:].split("]", 1)[0]
-    elif value.count(":") == 1:
-        host = value.split(":", 1)[0]
-    elif ":" in value:
-        host = value.rsplit(":", 1)[0]
+        if "]" not in value:
+            return None
+        host = value[1:].split("]", 1)[0].split("%", 1)[0]
+    else:
+        entries = IfList.parse(value).entries  # NCCL parses it as a one-entry list
+        if not entries or value.startswith(("^", "=")):
+            return None
+        host = entries[0]
     try:
         ip = ipaddress.ip_address(host)
     except ValueError:
         resolved = resolve(host) if resolve else None
         if not resolved:
             return None
-        ip = ipaddress.ip_address(resolved)
+        ip = ipaddress.ip_address(resolved.split("%", 1)[0])
     return Address(INET if ip.version == 4 else INET6, str(ip))
+
+
+def getaddrinfo_first(host: str) -> str | None:
+    """What NCCL's getaddrinfo call returns first for a host name (any family); blocking, so
+    callers with a deadline wrap it."""
+    try:
+        return socket.getaddrinfo(host, None, socket.AF_UNSPEC, socket.SOCK_STREAM)[0][4][0]
+    except (OSError, UnicodeError, IndexError):
+        return None
 
 
 @dataclass(frozen=True)
@@ -390,12 +403,15 @@ def explain_nccl_choice(env: Mapping[str, str], interfaces: Sequence[Interface],
 
 
 def predict_nccl_interfaces(env: Mapping[str, str], interfaces: Sequence[Interface],
-                            version: Any = None) -> list[SocketChoice]:
+                            version: Any = None,
+                            resolve: Callable[[str], str | None] | None = None
+                            ) -> list[SocketChoice]:
     """The interfaces NCCL's socket code will use, in NCCL's order ([] when none matches).
 
     ``version``: the NCCL version whose rules apply (``"2.27.7"``, ``(2, 27, 7)``, ``22707``);
-    None means the current rules (2.28 and later)."""
-    return list(explain_nccl_choice(env, interfaces, version).interfaces)
+    None means the current rules (2.28 and later). ``resolve``: host name -> first address,
+    for a NCCL_COMM_ID that names a host (e.g. ``getaddrinfo_first``)."""
+    return list(explain_nccl_choice(env, interfaces, version, resolve).interfaces)
 
 
 def predict_nccl_bootstrap(env: Mapping[str, str], interfaces: Sequence[Interface],
@@ -715,4 +731,5 @@ __all__ = [
     "predict_nccl_bootstrap", "predict_gloo_interface", "predict_gloo_interfaces",
     "gloo_interface_names", "tp_interface_name", "propose_ifname", "parse_version",
     "socket_family", "ifname_setting", "interface_for_address", "find", "with_nccl_conf",
+    "getaddrinfo_first",
 ]

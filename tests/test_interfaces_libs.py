@@ -25,11 +25,12 @@ PY = sys.executable
 
 NCCL_CHILD = r"""
 import ctypes, json, os, sys
-from ncclcheck.interfaces import list_interfaces, predict_nccl_bootstrap, predict_nccl_interfaces
+from ncclcheck.interfaces import (getaddrinfo_first, list_interfaces, predict_nccl_bootstrap,
+                                  predict_nccl_interfaces)
 ifs = list_interfaces()
 env = dict(os.environ)
-boot = predict_nccl_bootstrap(env, ifs)
-found = predict_nccl_interfaces(env, ifs)
+boot = predict_nccl_bootstrap(env, ifs, resolve=getaddrinfo_first)
+found = predict_nccl_interfaces(env, ifs, resolve=getaddrinfo_first)
 print("PREDICTED " + json.dumps({
     "bootstrap": str(boot) if boot else None, "bootstrap_name": boot.name if boot else None,
     "list": [str(c) for c in found], "names": [c.name for c in found]}), flush=True)
@@ -108,6 +109,15 @@ GROUPS: list[tuple[list[str], list[tuple[dict[str, str], str | None]]]] = [
         ({"NCCL_SOCKET_FAMILY": "inet6"}, "ib0"),                 # unknown value: ignored
         ({"NCCL_COMM_ID": "198.19.5.50:29500"}, "docker0"),       # bootstrap: COMM_ID subnet
         ({"NCCL_COMM_ID": "198.19.5.99:29500"}, "eth1"),          # ... even a down link
+        ({"NCCL_COMM_ID": "198.19.5.50"}, "docker0"),             # no port
+        ({"NCCL_COMM_ID": "[2001:2:0:5::99]:29500"}, "enp2s0"),   # IPv6 in brackets
+        ({"NCCL_COMM_ID": "localhost:29500"}, "lo"),              # a host name
+        ({"NCCL_COMM_ID": "198.20.5.1:29500"}, None),             # no interface in that subnet
+        ({"NCCL_SOCKET_IFNAME": ""}, "ib0"),                      # empty: unset
+        ({"NCCL_SOCKET_IFNAME": "\u00e9"}, None),                 # one character, two bytes
+        ({"NCCL_SOCKET_IFNAME": ",".join(f"x{i}" for i in range(16)) + ",eth0"}, None),
+        ({"NCCL_SOCKET_IFNAME": ",".join(f"x{i}" for i in range(15)) + ",eth0"}, "eth0"),
+        ({"NCCL_SOCKET_IFNAME": "docker", "NCCL_SOCKET_FAMILY": "AF_INET6"}, None),
     ]),
     (["carrier:bond0"], [({"NCCL_SOCKET_IFNAME": "bond"}, None),  # up, no carrier
                           ({"NCCL_SOCKET_IFNAME": "^lo,ib,eth,enp,docker"}, "virbr0")]),

@@ -118,9 +118,14 @@ def gather_facts(ctx: ProbeContext) -> Facts:
     hostname = socket.gethostname()
     host_res = resolve(hostname, min(3.0, max(0.2, ctx.remaining() / 10)))
     gloo = predict_gloo_interfaces(env, interfaces, [a for _, a in host_res.addresses])
-    return Facts(ctx, env, layout, interfaces, explain_nccl_choice(env, interfaces, version),
-                 predict_nccl_bootstrap(env, interfaces, version), gloo, hostname, host_res,
-                 version, is_multi_node(ctx, layout))
+
+    def first_address(host: str) -> str | None:  # for a NCCL_COMM_ID naming a host
+        return resolve(host, min(3.0, max(0.2, ctx.remaining() / 10))).first
+
+    return Facts(ctx, env, layout, interfaces,
+                 explain_nccl_choice(env, interfaces, version, first_address),
+                 predict_nccl_bootstrap(env, interfaces, version, first_address), gloo, hostname,
+                 host_res, version, is_multi_node(ctx, layout))
 
 
 def _listing(interfaces: Sequence[Interface]) -> str:
