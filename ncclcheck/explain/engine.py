@@ -80,7 +80,19 @@ def explain_sources(items: list[Source]) -> Explanation:
             if source.path is not None:
                 stream.close()
     _facts_from_settings(hits, summary.settings)
+    _ranks_from_same_pid(hits)
     return Explanation(group(hits), summary.to_dict(), [s.name for s in items])
+
+
+def _ranks_from_same_pid(hits: list[Hit]) -> None:
+    """torchrun's log line and its failure report name the same worker pid; share rank/host."""
+    known = {(h.file, h.facts["pid"]): h for h in hits
+             if "pid" in h.facts and h.rank is not None}
+    for hit in hits:
+        other = known.get((hit.file, hit.facts.get("pid")))
+        if other is not None and hit.rank is None:
+            hit.rank = other.rank
+            hit.host = hit.host or other.host
 
 
 def _facts_from_settings(hits: list[Hit], settings: dict[str, str]) -> None:

@@ -91,8 +91,13 @@ class Finding:
 
 
 def _earlier(a: Hit, b: Hit) -> bool:
+    """Whether ``a`` should speak for its finding instead of ``b``: earlier in time, and at
+    equal time the line that says more (names a rank or host), then the first one read."""
     if a.time is not None and b.time is not None and a.time != b.time:
         return a.time < b.time
+    known_a, known_b = (a.rank is not None) + bool(a.host), (b.rank is not None) + bool(b.host)
+    if known_a != known_b:
+        return known_a > known_b
     return a.order < b.order
 
 

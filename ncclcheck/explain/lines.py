@@ -82,11 +82,12 @@ def _iso(value: str) -> datetime | None:
 def _glog(groups: dict, year: int | None) -> datetime | None:
     """glog stamps have no year: take the file's (from a full stamp seen before), else the
     latest year that does not put the stamp in the future."""
-    clock = groups["clock"].split(".")[0]
+    clock, _, fraction = groups["clock"].partition(".")
     now = datetime.now()
     try:
         stamp = datetime.strptime(f"{year or now.year}-{groups['month']}-{groups['day']} {clock}",
                                   "%Y-%m-%d %H:%M:%S")
+        stamp = stamp.replace(microsecond=int((fraction + "000000")[:6]))
     except ValueError:
         return None
     if year is None and stamp > now + timedelta(days=1):

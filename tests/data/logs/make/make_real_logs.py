@@ -2,8 +2,8 @@
 
     python tests/data/logs/make/make_real_logs.py [NAME ...]
 
-Each scenario provokes one failure of the real software on CPU (loopback, or a network
-namespace for the unreachable master) and stores what it printed, with this machine's paths
+Each scenario provokes one failure of the real software on CPU (loopback, or network
+namespaces in 198.18.3.0/24 standing in for nodes; those need root) and stores what it printed, with this machine's paths
 replaced by neutral ones. The committed logs are what the tests read; this script is how they
 were made.
 """
@@ -176,6 +176,45 @@ def scenario_nccl_comm_id_other_subnet() -> str:
     return run([PY, NCCL], base_env(NCCL_DEBUG="INFO", NCCL_COMM_ID="198.18.3.77:29600"))
 
 
+def _cluster():
+    sys.path.insert(0, str(REPO))
+    from tests.netns import Cluster
+    return Cluster("nc3", subnet="198.18.3", nodes=2)
+
+
+def scenario_netns_unreachable_master() -> str:
+    """node1 (its own namespace) points torchrun at 198.18.3.99, where no host answers."""
+    with _cluster() as cluster:
+        argv = cluster.command(1, TORCHRUN + ["--nnodes=2", "--node-rank=1", "--nproc-per-node=1",
+                                              "--master-addr=198.18.3.99", "--master-port=29500",
+                                              "--rdzv-conf=timeout=5,join_timeout=5",
+                                              WORKER, "init"], hostname="node1")
+        return run(argv, base_env(), timeout=150)
+
+
+def scenario_netns_two_nodes_killed_rank() -> str:
+    """Two namespaces as two nodes, one torchrun each; rank 1 (on node1) is SIGKILLed."""
+    with _cluster() as cluster:
+        master = cluster.node(0).address
+        procs = []
+        for i in range(2):
+            argv = cluster.command(i, TORCHRUN + [
+                "--nnodes=2", f"--node-rank={i}", "--nproc-per-node=1", f"--master-addr={master}",
+                "--master-port=29500", WORKER, "kill_rank1"], hostname=f"node{i}")
+            procs.append(subprocess.Popen(argv, env=base_env(GLOO_SOCKET_IFNAME="eth0"),
+                                          cwd=REPO, stdout=subprocess.PIPE,
+                                          stderr=subprocess.STDOUT))
+        outs = []
+        for proc in procs:
+            try:
+                out, _ = proc.communicate(timeout=150)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                out, _ = proc.communicate()
+            outs.append(out.decode("utf-8", "replace"))
+        return "".join(outs)
+
+
 def clean_torchrun() -> str:
     port = free_port()
     return run(TORCHRUN + ["--nnodes=1", "--nproc-per-node=2", "--master-port", str(port),
@@ -205,6 +244,8 @@ REAL = {
     "torch-debug-level-bogus.log": scenario_debug_level_bogus,
     "lightning-devices-vs-world-size.log": scenario_lightning_devices_mismatch,
     "lightning-custom-env-per-node-world.log": scenario_lightning_custom_env,
+    "netns-torchrun-unreachable-master.log": scenario_netns_unreachable_master,
+    "netns-two-nodes-killed-rank.log": scenario_netns_two_nodes_killed_rank,
     "nccl-socket-ifname-nothing.log": scenario_nccl_no_interface,
     "nccl-bad-comm-id.log": scenario_nccl_bad_comm_id,
     "nccl-comm-id-other-subnet.log": scenario_nccl_comm_id_other_subnet,
