@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -42,7 +43,7 @@ print("RC %d" % rc, flush=True)
 """
 
 GLOO_CHILD = r"""
-import datetime, json, os, sys
+import datetime, json, os, socket, sys
 import psutil
 import torch.distributed as dist
 from ncclcheck.interfaces import list_interfaces, predict_gloo_interfaces
@@ -54,7 +55,12 @@ def listening():
 out = []
 for value in json.loads(sys.argv[1]):
     env = {"GLOO_SOCKET_IFNAME": value}
-    predicted = [str(c) if c else None for c in predict_gloo_interfaces(env, ifs, ["127.0.0.1"])]
+    try:
+        mine = [a[4][0] for a in socket.getaddrinfo(socket.gethostname(), None,
+                                                     type=socket.SOCK_STREAM)]
+    except OSError:
+        mine = []
+    predicted = [str(c) if c else None for c in predict_gloo_interfaces(env, ifs, mine)]
     os.environ["GLOO_SOCKET_IFNAME"] = value
     before = listening()
     try:
@@ -241,13 +247,32 @@ def test_prediction_order_matches_real_libnccl(host):
         assert actual == full["list"][k] == predicted["bootstrap"], (env, out)
 
 
-def test_gloo_prediction_matches_real_torch(host):
+@pytest.mark.parametrize("hosts_line", ["198.19.5.33 nc5gloo", None])
+def test_gloo_prediction_matches_real_torch(host, hosts_line):
+    """GLOO_SOCKET_IFNAME values, and unset ("e" is one character): then the host name
+    decides, resolved through the namespace's own /etc/hosts (ip netns exec mounts
+    /etc/netns/<ns>/hosts), or not at all (loopback fallback)."""
     values = ["eth0", "eth1", "eth2", "enp2s0", "ib0,eth0", "eth0,", ",eth0", "eth", "e", "lo"]
-    done = host.run(0, [PY, "-c", GLOO_CHILD, json.dumps(values)], env=_child_env({}),
-                    timeout=120)
+    if hosts_line is None:
+        values = ["e"]
+    etc = f"/etc/netns/{host.node(0).netns}"
+    made_parent = not os.path.isdir("/etc/netns")
+    os.makedirs(etc, exist_ok=True)
+    try:
+        with open(f"{etc}/hosts", "w") as hosts:
+            hosts.write("127.0.0.1 localhost\n" + (hosts_line or "") + "\n")
+        done = host.run(0, [PY, "-c", GLOO_CHILD, json.dumps(values)], env=_child_env({}),
+                        timeout=120, hostname="nc5gloo")
+    finally:
+        shutil.rmtree(etc, ignore_errors=True)
+        if made_parent:
+            shutil.rmtree("/etc/netns", ignore_errors=True)
     line = next((x for x in done.stdout.splitlines() if x.startswith("GLOO ")), None)
     assert line, done.stdout + done.stderr
-    for case in json.loads(line[5:]):
+    cases = json.loads(line[5:])
+    unset = next(c for c in cases if c["value"] == "e")
+    assert unset["actual"] == (["198.19.5.33"] if hosts_line else ["127.0.0.1"]), unset
+    for case in cases:
         predicted = case["predicted"]
         if None in predicted:
             assert case["error"], case  # torch refused, as predicted
