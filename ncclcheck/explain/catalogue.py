@@ -43,8 +43,8 @@ class Signature:
     because it crashed, a timeout after a rank died); they are never chosen as the root cause
     while a primary failure is in view; ``warning`` marks messages after which the library
     carries on. ``settings`` names facts taken from ``NCCL_X set by environment to V`` lines
-    of the same log when the matched line does not carry them. ``priority`` (0-100) orders primary failures when log
-    lines carry no comparable timestamps.
+    of the same log when the matched line does not carry them. ``priority`` (0-100) orders
+    primary failures when log lines carry no comparable timestamps.
     """
 
     id: str

@@ -31,8 +31,8 @@ def failures_markdown() -> str:
     out = [
         "# Known failures",
         "",
-        "<!-- Generated from ncclcheck/explain/catalogue.toml by `python -m ncclcheck.explain.docs`;"
-        " do not edit by hand. -->",
+        "<!-- Generated from ncclcheck/explain/catalogue.toml by "
+        "`python -m ncclcheck.explain.docs`; do not edit by hand. -->",
         "",
         f"`ncclcheck explain` knows {len(sigs)} failure signatures. Each has a stable id, a "
         "category from the taxonomy, the pattern(s) it matches, what it means and the fix. "
@@ -72,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     if "--check" in args:
         current = DOC_PATH.read_text("utf-8") if DOC_PATH.exists() else ""
         if current != text:
-            print(f"{DOC_PATH.name} is stale: run python -m ncclcheck.explain.docs", file=sys.stderr)
+            print(f"{DOC_PATH.name} is stale: run python -m ncclcheck.explain.docs",
+                  file=sys.stderr)
             return 1
         return 0
     DOC_PATH.parent.mkdir(exist_ok=True)

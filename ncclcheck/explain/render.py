@@ -63,7 +63,8 @@ def render_table(data: dict[str, Any]) -> str:
         out += _wrap(root["explanation"], "  what:   ")
         out += _wrap(root["fix"], "  fix:    ")
         if root["count"] > 1:
-            out.append(f"  seen {root['count']} times" + (f" ({_others(root)})" if _others(root) else ""))
+            others = _others(root)
+            out.append(f"  seen {root['count']} times" + (f" ({others})" if others else ""))
         rest = findings[1:]
         if rest:
             out += ["", "Also found (grouped; * usually a consequence of the root cause):"]

@@ -6,7 +6,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-_VERSION = re.compile(r"NCCL version (?P<version>\d+\.\d+\.\d+)(?:[-+.\w]*?\+cuda(?P<cuda>\d+\.\d+))?")
+_VERSION = re.compile(
+    r"NCCL version (?P<version>\d+\.\d+\.\d+)(?:[-+.\w]*?\+cuda(?P<cuda>\d+\.\d+))?")
 _DRIVER = re.compile(r"cudaDriverVersion (?P<driver>\d+)")
 _BOOTSTRAP = re.compile(r"Bootstrap ?: Using (?P<ifname>[^\s:]+):")
 _NET_USING = re.compile(r"NET/(?P<net>\w+) ?: Using (?P<list>.*)")
@@ -16,9 +17,12 @@ _NETWORK = re.compile(r"Using network (?P<network>\S+)")
 _VIA = re.compile(r" via (?P<transport>NET/[\w-]+|P2P/[\w-]+|SHM|CollNet\w*|NVLS\w*)")
 _NVLS = re.compile(r"\bNVLS (?:multicast|comm|enabled|support)", re.I)
 _PLUGIN = re.compile(r"(?P<kind>NET|TUNER|PROFILER|ENV|GIN|RMA)/Plugin ?: ?(?P<text>.*)")
-_PLUGIN_LOADED = re.compile(r"(?:Successfully loaded external (?:network )?plugin|Loaded (?:net|tuner|profiler|env) plugin|Initialized NET plugin) (?P<name>\S+)")
+_PLUGIN_LOADED = re.compile(
+    r"(?:Successfully loaded external (?:network )?plugin|Loaded (?:net|tuner|profiler|env) "
+    r"plugin|Initialized NET plugin) (?P<name>\S+)")
 _SETTING = re.compile(r"\b(?P<name>NCCL_[A-Z0-9_]+) set by environment to (?P<value>\S+?)\.?$")
-_INIT = re.compile(r"rank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev (?P<dev>-?\d+).*?- Init (?P<phase>START|COMPLETE)")
+_INIT = re.compile(r"rank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev (?P<dev>-?\d+)"
+                   r".*?- Init (?P<phase>START|COMPLETE)")
 
 
 @dataclass

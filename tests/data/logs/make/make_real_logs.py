@@ -3,9 +3,9 @@
     python tests/data/logs/make/make_real_logs.py [NAME ...]
 
 Each scenario provokes one failure of the real software on CPU (loopback, or network
-namespaces in 198.18.3.0/24 standing in for nodes; those need root) and stores what it printed, with this machine's paths
-replaced by neutral ones. The committed logs are what the tests read; this script is how they
-were made.
+namespaces in 198.18.3.0/24 standing in for nodes; those need root) and stores what it
+printed, with the machine's paths replaced by neutral ones. The committed logs are what the
+tests read; this script is how they were made.
 """
 
 from __future__ import annotations
