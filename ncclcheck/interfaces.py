@@ -267,7 +267,9 @@ def socket_family(env: Mapping[str, str]) -> str | None:
 def ifname_setting(env: Mapping[str, str], name: str = "NCCL_SOCKET_IFNAME") -> str | None:
     """The variable's value when the library honours it (longer than one character), else None."""
     value = env.get(name)
-    return value if value is not None and len(value.encode()) > 1 else None
+    if value is None or len(value.encode("utf-8", "surrogateescape")) <= 1:  # C strlen
+        return None
+    return value
 
 
 def _in_order(interfaces: Sequence[Interface]) -> Iterator[tuple[Interface, Address]]:

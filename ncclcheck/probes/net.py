@@ -438,7 +438,7 @@ def check_master_port(facts: Facts, master: MasterFacts) -> CheckResult:
     if port is None:
         raw = facts.env.get("MASTER_PORT")
         if raw is not None:
-            return skipped(cid, f"MASTER_PORT={raw!r} is not a port number (see ranks.master)",
+            return skipped(cid, f"MASTER_PORT={raw!r} is not a usable port (see ranks.master)",
                            master_port=raw)
         return skipped(cid, "MASTER_PORT is not set", master_port=None)
     details: dict[str, Any] = {"master_port": port, "master_addr": master.address}
