@@ -141,3 +141,34 @@ def test_interface_name_comes_from_the_nccl_settings_in_the_log():
     root = explain([str(LOGS / "real" / "nccl-socket-ifname-nothing.log")]).to_dict()["findings"][0]
     assert root["id"] == "nccl.no_socket_interface" and root["facts"] == {"ifname": "eth9"}
     assert "NCCL_SOCKET_IFNAME=eth9" in root["explanation"] and "(now eth9)" in root["fix"]
+
+
+def test_many_matching_lines_are_folded_in_bounded_memory(tmp_path):
+    """A log where every line is a failure: findings are counted as they come, not stored."""
+    import tracemalloc
+
+    from ncclcheck.explain.catalogue import signature
+    from ncclcheck.explain.findings import Findings, Hit
+
+    path = tmp_path / "storm.log"
+    with open(path, "w") as out:
+        for i in range(6_000):
+            out.write(f"[rank{i % 512}]:n{i % 64}:{i}:{i} [0] misc/socket.cc:47 NCCL WARN "
+                      f"socketProgress: Connection closed by remote peer n{i % 7}<{i}>\n")
+    result = explain([str(path)]).to_dict()
+    assert [(f["id"], f["count"]) for f in result["findings"]] == \
+        [("nccl.connection_closed", 6_000)]
+    assert len(result["findings"][0]["ranks"]) == 512
+
+    sig = signature("nccl.connection_closed")
+    folded = Findings()
+    tracemalloc.start()
+    try:
+        for i in range(20_000):
+            folded.add(Hit(sig, {"peer": f"n{i}<{i}>"}, "storm.log", i, "x" * 200, i % 100_000,
+                           f"n{i % 9000}", None, i))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert folded.ranked()[0].count == 20_000
+    assert peak < 4 << 20, peak  # 20,000 stored hits would need over 12 MiB

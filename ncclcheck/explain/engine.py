@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from ncclcheck.explain.catalogue import Signature, all_signatures, gate
-from ncclcheck.explain.findings import Finding, Hit, group
+from ncclcheck.explain.findings import Finding, Findings, Hit
 from ncclcheck.explain.lines import LineInfo, parse_line, stamp_in
 from ncclcheck.explain.reader import InputError, Source, sources
 from ncclcheck.explain.scan import Candidate, Scanner
@@ -69,7 +69,7 @@ def explain_sources(items: list[Source]) -> Explanation:
     scanner = Scanner(gate())
     matcher = Matcher(all_signatures())
     summary = NcclSummary()
-    hits: list[Hit] = []
+    hits = Findings()
     for source in items:
         stream = source.open()
         try:
@@ -79,32 +79,12 @@ def explain_sources(items: list[Source]) -> Explanation:
         finally:
             if source.path is not None:
                 stream.close()
-    _facts_from_settings(hits, summary.settings)
-    _ranks_from_same_pid(hits)
-    return Explanation(group(hits), summary.to_dict(), [s.name for s in items])
-
-
-def _ranks_from_same_pid(hits: list[Hit]) -> None:
-    """torchrun's log line and its failure report name the same worker pid; share rank/host."""
-    known = {(h.file, h.facts["pid"]): h for h in hits
-             if "pid" in h.facts and h.rank is not None}
-    for hit in hits:
-        other = known.get((hit.file, hit.facts.get("pid")))
-        if other is not None and hit.rank is None:
-            hit.rank = other.rank
-            hit.host = hit.host or other.host
-
-
-def _facts_from_settings(hits: list[Hit], settings: dict[str, str]) -> None:
-    """Fill facts a line lacks from the NCCL settings the same log printed (e.g. the IFNAME)."""
-    for hit in hits:
-        for fact, variable in hit.signature.settings:
-            if fact not in hit.facts and variable in settings:
-                hit.facts[fact] = settings[variable]
+    return Explanation(hits.ranked(summary.settings), summary.to_dict(),
+                       [s.name for s in items])
 
 
 def _scan_one(name: str, candidates: Iterable[Candidate], matcher: Matcher,
-              summary: NcclSummary, hits: list[Hit]) -> None:
+              summary: NcclSummary, hits: Findings) -> None:
     year: int | None = None
     named = _RANK_FILE.search(os.path.basename(name))
     file_rank = int(named.group(1)) if named else None
@@ -121,9 +101,8 @@ def _scan_one(name: str, candidates: Iterable[Candidate], matcher: Matcher,
             continue
         sig, facts = matched
         _add_context(sig, facts, info, cand)
-        hits.append(Hit(sig, facts, name, cand.number, cand.text.strip()[:2000],
-                        _rank(info, facts, file_rank), _host(info, facts), info.time,
-                        len(hits)))
+        hits.add(Hit(sig, facts, name, cand.number, cand.text.strip()[:2000],
+                     _rank(info, facts, file_rank), _host(info, facts), info.time, hits.hits))
 
 
 def _add_context(sig: Signature, facts: dict[str, Any], info: LineInfo, cand: Candidate) -> None:

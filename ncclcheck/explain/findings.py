@@ -15,6 +15,8 @@ from typing import Any
 
 from ncclcheck.explain.catalogue import Signature
 
+MAX_KEPT = 4096  # ranks, hosts, files and worker pids remembered per finding / per run
+
 
 @dataclass
 class Hit:
@@ -59,11 +61,12 @@ class Finding:
         self._note(hit)
 
     def _note(self, hit: Hit) -> None:
-        if hit.rank is not None:
+        if hit.rank is not None and len(self.ranks) < MAX_KEPT:
             self.ranks.add(hit.rank)
-        if hit.host:
+        if hit.host and len(self.hosts) < MAX_KEPT:
             self.hosts.add(hit.host)
-        self.files.add(hit.file)
+        if len(self.files) < MAX_KEPT:
+            self.files.add(hit.file)
 
     def to_dict(self) -> dict[str, Any]:
         hit = self.first
@@ -101,24 +104,59 @@ def _earlier(a: Hit, b: Hit) -> bool:
     return a.order < b.order
 
 
-def group(hits: list[Hit]) -> list[Finding]:
-    """One finding per signature, root cause first, then by tier, priority and appearance."""
-    by_id: dict[str, Finding] = {}
-    for hit in hits:
-        found = by_id.get(hit.signature.id)
+class Findings:
+    """Hits folded into one finding per signature as they arrive, so memory stays bounded
+    however many lines match (ranks and hosts are kept up to MAX_KEPT each)."""
+
+    def __init__(self) -> None:
+        self.by_id: dict[str, Finding] = {}
+        self.pid_owner: dict[tuple[str, Any], tuple[int, str | None]] = {}
+        self.hits = 0
+
+    def add(self, hit: Hit) -> None:
+        self.hits += 1
+        pid = hit.facts.get("pid")
+        if pid is not None and hit.rank is not None and len(self.pid_owner) < MAX_KEPT:
+            self.pid_owner.setdefault((hit.file, pid), (hit.rank, hit.host))
+        found = self.by_id.get(hit.signature.id)
         if found is None:
-            found = by_id[hit.signature.id] = Finding(first=hit, count=1)
+            found = self.by_id[hit.signature.id] = Finding(first=hit, count=1)
             found._note(hit)
         else:
             found.add(hit)
-    findings = list(by_id.values())
-    if not findings:
-        return []
-    root = choose_root(findings)
-    root.root_cause = True
-    rest = sorted((f for f in findings if f is not root),
-                  key=lambda f: (f.tier, -f.signature.priority, f.first.order))
-    return [root] + rest
+
+    def ranked(self, settings: dict[str, str] | None = None) -> list[Finding]:
+        """Root cause first, then by tier, priority and appearance."""
+        findings = list(self.by_id.values())
+        for finding in findings:
+            self._complete(finding.first, settings or {})
+        if not findings:
+            return []
+        root = choose_root(findings)
+        root.root_cause = True
+        rest = sorted((f for f in findings if f is not root),
+                      key=lambda f: (f.tier, -f.signature.priority, f.first.order))
+        return [root] + rest
+
+    def _complete(self, hit: Hit, settings: dict[str, str]) -> None:
+        """What other lines of the logs say about this hit: the NCCL settings the log printed
+        (e.g. the IFNAME behind "no socket interface"), and the rank and host of a worker pid
+        named in torchrun's failure report."""
+        for fact, variable in hit.signature.settings:
+            if fact not in hit.facts and variable in settings:
+                hit.facts[fact] = settings[variable]
+        owner = self.pid_owner.get((hit.file, hit.facts.get("pid")))
+        if owner is not None and hit.rank is None:
+            hit.rank = owner[0]
+            hit.host = hit.host or owner[1]
+
+
+def group(hits: list[Hit]) -> list[Finding]:
+    """One finding per signature from a list of hits (see Findings)."""
+    folded = Findings()
+    for hit in hits:
+        folded.add(hit)
+    return folded.ranked()
 
 
 def choose_root(findings: list[Finding]) -> Finding:
