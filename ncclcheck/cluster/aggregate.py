@@ -78,7 +78,8 @@ def row(check_id: str, members: list[CheckResult], scope: str) -> CheckResult:
     rep = bad[0]
     where = by_host(((m.host, m.rank) for m in bad), scope)
     if status in (Status.PASS, Status.SKIP) or len(bad) == total:
-        spread = f"{status.value} on all {total} {unit}{'s' if total != 1 else ''}"
+        spread = (f"{status.value} on all {total} {unit}s" if total > 1
+                  else f"{status.value} on the one {unit} that runs it")
         host = f"all {total} {unit}s" if total > 1 and status in (Status.PASS, Status.SKIP) else where
     else:
         spread = f"{status.value} on {len(bad)} of {total} {unit}s ({where})"

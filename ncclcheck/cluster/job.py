@@ -25,7 +25,7 @@ from ncclcheck.report import render, render_junit
 from .aggregate import aggregate, by_host
 from .checks import Gathered, cluster_checks
 from .identity import identity
-from .session import ClusterSession, StoreUnavailable, key, open_store
+from .session import ClusterSession, StoreUnavailable, join_store, key
 
 CLIENT_GRACE_S = 5.0  # other ranks wait this long past their own deadline for rank 0
 ACK_WAIT_S = 2.0  # rank 0 keeps the store up this long for ranks still reading the verdict
@@ -99,18 +99,19 @@ def cluster_outcome(families: list[str], ctx: ProbeContext, layout: Layout, fmt:
                 _config(), "cluster mode needs MASTER_ADDR and MASTER_PORT (or --store-port) to "
                 "find rank 0", "Export MASTER_ADDR=<rank-0 host> and MASTER_PORT=<free port> on "
                 "every rank, or pass --store-port PORT.", master_addr=address, port=port)
+        import torch.distributed  # noqa: F401  (seconds on a loaded host; not the store's fault)
         connect_s = max(0.5, ctx.remaining() - (margin_s(ctx.timeout) if rank == 0 else 0.0))
-        store = open_store(address, port, rank == 0, connect_s)
+        store, reporting = join_store(address, port, rank, connect_s)
     except StoreUnavailable as exc:
         return _store_failure(ctx, layout, exc, fmt, junit, me)
     session = ClusterSession(store, rank, int(layout.world_size), _local_rank(layout),
-                             layout.node_rank, ctx.host, address, port)
+                             layout.node_rank, ctx.host, address, port, reporting=reporting)
     session.announce(identity(layout, ctx.host, ctx.env))
     results, bench = probe(families, ctx, session)
     session.store.set(key("report", session.slot), json.dumps(
         {"rank": rank, "results": [r.to_dict() for r in results]}))
     session.store.add(key("reported"), 1)
-    if rank != 0:
+    if not session.reporting:
         return _await_verdict(session, ctx, me)
     return _report_job(session, ctx, layout, results, bench, fmt, junit, strict)
 

@@ -60,14 +60,11 @@ class ClusterSession:
     address: str
     port: int
     slot: int = 0
+    reporting: bool = False  # this process prints the job report (the first rank 0)
 
     @property
     def is_node_leader(self) -> bool:
         return self.local_rank == 0
-
-    @property
-    def is_server(self) -> bool:
-        return self.rank == 0
 
     # -- the interface probe families use ------------------------------------------------
     def publish(self, name: str, value: Any) -> None:
@@ -141,9 +138,43 @@ class ClusterSession:
         self.store.add(key("hellos"), 1)
 
 
+def join_store(address: str, port: int, rank: int, timeout: float) -> tuple[Any, bool]:
+    """The store for this rank, and whether this process is the one that reports.
+
+    Rank 0 hosts the store. A second process that also claims rank 0 (RANK exported as 0 on
+    every node is a classic) joins the first one's store as an ordinary member, so the job
+    report shows rank 0 claimed twice instead of two half reports."""
+    if rank != 0:
+        return open_store(address, port, False, timeout), False
+    try:
+        store = open_store(address, port, True, timeout)
+    except StoreUnavailable as exc:
+        if exc.category != Category.PORT_IN_USE:
+            raise
+        existing = _job_store(address, port, min(3.0, timeout))
+        if existing is None:
+            raise
+        return existing, False
+    # On another host a "rank 0" binds its own server but its client reaches MASTER_ADDR's.
+    return store, store.add(key("servers"), 1) == 1
+
+
+def _job_store(address: str, port: int, timeout: float) -> Any | None:
+    """The ncclcheck store already listening on the port, or None when the port is held by
+    something else (then it is simply taken)."""
+    try:
+        store = open_store(address, port, False, timeout)
+        store.wait([key("servers")], _seconds(min(1.0, timeout)))
+        return store
+    except (StoreUnavailable, RuntimeError):
+        return None
+
+
 def open_store(address: str, port: int, is_server: bool, timeout: float) -> Any:
     """Open (rank 0) or reach (others) the TCPStore, bounded by ``timeout`` even when the
     client's own retries would run longer; raises StoreUnavailable with the reason."""
+    import torch.distributed as dist  # first, so a slow import is not taken for a silent store
+
     outcome: dict[str, Any] = {}
 
     def target() -> None:
@@ -153,7 +184,6 @@ def open_store(address: str, port: int, is_server: bool, timeout: float) -> Any:
             outcome["error"] = _unresolved(address, exc)
             return
         try:
-            import torch.distributed as dist
             outcome["store"] = dist.TCPStore(address, port, None, is_server, _seconds(timeout),
                                              wait_for_workers=False)
         except BaseException as exc:  # a store failure is a finding, not a traceback
@@ -191,7 +221,8 @@ def _store_error(address: str, port: int, is_server: bool, timeout: float,
     if is_server:
         return StoreUnavailable(
             Category.CONNECTION,
-            f"rank 0 cannot open the store at {address}:{port}: {text or 'no answer within the deadline'}",
+            f"rank 0 cannot open the store at {address}:{port}: "
+            f"{text or f'its own connection to {address}:{port} got no answer within {timeout:.1f} s'}",
             f"MASTER_ADDR={address} must name this (rank-0) host and port {port} must be "
             "free: fix MASTER_ADDR or pass --store-port PORT on every rank.", **details)
     reason = text or f"no answer within {timeout:.0f} s"
