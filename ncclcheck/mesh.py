@@ -28,6 +28,7 @@ FULL_MESH_MAX = 32
 RANDOM_PEERS = 2
 MAX_LINE = 256
 WAIT_MAX_S = 10.0  # longest wait for other leaders at each step of the mesh
+JOIN_MAX_S = 30.0  # ... except the first: every rank must have joined the session
 
 
 @dataclass(frozen=True)
@@ -237,7 +238,7 @@ def run_mesh(session: Any, address: str, ifname: str | None, mtu: int | None, bu
         me = Endpoint(session.rank, session.host, address, listener.port, listener.nonce,
                       ifname, mtu)
         session.publish("net/mesh/endpoint", me.to_dict())
-        leaders = session.node_leaders(timeout=min(WAIT_MAX_S, left() * 0.3))
+        leaders = session.node_leaders(timeout=min(JOIN_MAX_S, left() * 0.4))
         if session.rank not in leaders:
             leaders[session.rank] = session.host
         found = session.gather("net/mesh/endpoint", ranks=list(leaders),
