@@ -88,6 +88,7 @@ class Finding:
             "count": self.count,
             "ranks": sorted(self.ranks),
             "hosts": sorted(self.hosts),
+            "files": sorted(self.files),
             "consequence": self.signature.consequence,
             "warning": self.signature.warning,
         }
