@@ -56,6 +56,8 @@ def test_exit_code_flag():
     assert runner.invoke(cli, ["explain", str(MOTIVATING)]).exit_code == 0
     assert runner.invoke(cli, ["explain", "--exit-code", str(MOTIVATING)]).exit_code == 1
     assert runner.invoke(cli, ["explain", "--exit-code", str(CLEAN)]).exit_code == 0
+    warning_only = LOGS / "written" / "nccl-nsocks-product-warning.log"
+    assert runner.invoke(cli, ["explain", "--exit-code", str(warning_only)]).exit_code == 0
 
 
 def test_list_prints_the_catalogue():
