@@ -1,7 +1,6 @@
 """A tiny Lightning fit on CPU with DDP; argv picks devices/num_nodes and an optional
 custom ClusterEnvironment whose world_size() is the per-node count (the motivating case)."""
 
-import os
 import sys
 
 import pytorch_lightning as pl
