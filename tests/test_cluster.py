@@ -199,3 +199,23 @@ def test_every_process_claiming_rank_0_gives_one_report_naming_the_clash():
     assert ids["summary"].startswith("global ranks are inconsistent: rank 0 is claimed by 2 "
                                      "processes")
     assert check(reports[0], "cluster.reported")["details"]["missing_ranks"] == [1]
+
+
+def test_rank_0_killed_the_others_say_so_and_exit_1():
+    port = free_port()
+    host = start(0, 2, port, timeout=20, script=STALLING_RANK)
+    other = start(1, 2, port, timeout=20)
+    try:
+        assert host.stderr.readline().strip() == "PROBING"  # the store is up
+        time.sleep(1.0)
+        os.kill(host.pid, signal.SIGKILL)
+        began = time.monotonic()
+        (code, out, err), = finish([other])
+    finally:
+        host.kill()
+        host.communicate()
+    assert time.monotonic() - began < 20 + 10
+    assert code == 1 and out == ""
+    note = err.strip().splitlines()
+    assert len(note) == 1 and "rank 1" in note[0], err
+    assert "lost the rank-0 store" in note[0] or "cannot reach the rank-0 store" in note[0]

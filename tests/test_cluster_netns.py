@@ -1,15 +1,19 @@
 """Cluster mode across "nodes": network namespaces on a private bridge (198.18.4.0/24), each
-with its own hostname (unshare --uts), each running a real torchrun with two real ranks.
-Only the machines are simulated; torchrun, the TCPStore and every rank are real.
+with its own hostname (unshare --uts), each running docs/cluster.md's multi-node torchrun
+recipe with two real ranks. Only the machines are simulated; torchrun, the TCPStore and every
+rank are real.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import sys
 
 import pytest
+from test_cluster_recipes import recipe
 
 pytestmark = [pytest.mark.netns, pytest.mark.slow]
 
@@ -26,15 +30,25 @@ def node_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def node_command(nodes: int, node_rank: int, master: str, timeout: float) -> list[str]:
+    """docs/cluster.md's multi-node torchrun recipe for one node, with 2 ranks per node, the
+    ranks family only and JSON output."""
+    text = recipe("torchrun-multi").replace("\\\n", " ")
+    values = {"NNODES": str(nodes), "NODE_RANK": str(node_rank), "MASTER_ADDR": master,
+              "MASTER_PORT": str(PORT)}
+    argv = [re.sub(r"\$(\w+)", lambda m: values[m.group(1)], a) for a in shlex.split(text)]
+    assert argv[0] == "torchrun"
+    argv[argv.index("--nproc-per-node") + 1] = "2"
+    argv[argv.index("--timeout") + 1] = str(timeout)
+    return TORCHRUN + argv[1:] + ["--checks", "ranks", "--format", "json"]
+
+
 def run_job(cluster, nodes: int, envs: list[dict[str, str]], timeout: float = 40):
     """torchrun on every node (node 0 hosts rank 0); returns [(code, stdout, stderr)] per node."""
     master = cluster.node(0).address
     procs = []
     for i in range(nodes):
-        argv = TORCHRUN + ["--nnodes", str(nodes), "--nproc-per-node", "2", "--node-rank", str(i),
-                           "--master-addr", master, "--master-port", str(PORT),
-                           "-m", "ncclcheck", "run", "--checks", "ranks", "--format", "json",
-                           "--timeout", str(timeout)]
+        argv = node_command(nodes, i, master, timeout)
         procs.append(cluster.popen(i, argv, hostname=f"node{i}", env=envs[i]))
     outs = []
     try:

@@ -106,14 +106,25 @@ def cluster_outcome(families: list[str], ctx: ProbeContext, layout: Layout, fmt:
         return _store_failure(ctx, layout, exc, fmt, junit, me)
     session = ClusterSession(store, rank, int(layout.world_size), _local_rank(layout),
                              layout.node_rank, ctx.host, address, port, reporting=reporting)
-    session.announce(identity(layout, ctx.host, ctx.env))
-    results, bench = probe(families, ctx, session)
-    session.store.set(key("report", session.slot), json.dumps(
-        {"rank": rank, "results": [r.to_dict() for r in results]}))
-    session.store.add(key("reported"), 1)
+    try:
+        session.announce(identity(layout, ctx.host, ctx.env))
+        results, bench = probe(families, ctx, session)
+        session.store.set(key("report", session.slot), json.dumps(
+            {"rank": rank, "results": [r.to_dict() for r in results]}))
+        session.store.add(key("reported"), 1)
+    except RuntimeError as exc:  # DistNetworkError: rank 0, and the store with it, went away
+        if session.reporting:
+            raise
+        return _lost_store(session, me, exc)
     if not session.reporting:
         return _await_verdict(session, ctx, me)
     return _report_job(session, ctx, layout, results, bench, fmt, junit, strict)
+
+
+def _lost_store(session: ClusterSession, me: str, exc: BaseException) -> Outcome:
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return Outcome(1, note=f"ncclcheck: {me}: lost the rank-0 store at {session.address}:"
+                   f"{session.port} before the job report ({first}) [rank_crashed]; exit 1")
 
 
 def _config():
@@ -122,11 +133,13 @@ def _config():
 
 
 def _local_rank(layout: Layout) -> int:
+    """LOCAL_RANK, else derived from the per-node count; unknown -> 0, so that every process
+    runs the node checks rather than a node going unchecked."""
     if layout.local_rank is not None:
         return layout.local_rank
     if layout.local_world_size:
         return int(layout.rank) % layout.local_world_size
-    return int(layout.rank)
+    return 0
 
 
 def probe(families: list[str], ctx: ProbeContext,
@@ -152,9 +165,7 @@ def _await_verdict(session: ClusterSession, ctx: ProbeContext, me: str) -> Outco
         if verdict is not None:
             session.store.add(key("left"), 1)
     except RuntimeError as exc:  # the store went away: rank 0 died or its host dropped
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return Outcome(1, note=f"ncclcheck: {me}: lost the rank-0 store at {session.address}:"
-                       f"{session.port} before the job report ({first}); exit 1")
+        return _lost_store(session, me, exc)
     if verdict is None:
         return Outcome(1, note=f"ncclcheck: {me}: rank 0 gave no job report within the "
                        f"{ctx.timeout:g} s deadline; exit 1 (see rank 0's output)")
