@@ -604,7 +604,13 @@ def _psutil_entries() -> list[_RawEntry]:
     stats = psutil.net_if_stats()
     entries: list[_RawEntry] = []
     v6: list[_RawEntry] = []
-    for name, addrs in psutil.net_if_addrs().items():
+    def index(name: str) -> int:
+        try:
+            return socket.if_nametoindex(name.split(":", 1)[0])
+        except OSError:
+            return 1 << 30
+
+    for name, addrs in sorted(psutil.net_if_addrs().items(), key=lambda kv: index(kv[0])):
         st = stats.get(name)
         flag_words = set((getattr(st, "flags", "") or "").split(",")) if st else set()
         flags = ((_IFF_UP if st and st.isup else 0)

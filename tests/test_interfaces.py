@@ -182,3 +182,18 @@ def test_this_host_enumeration_is_consistent():
     assert all(o is not None for o in orders) and len(set(orders)) == len(orders)
     lo = next(i for i in interfaces if i.loopback)
     assert "127.0.0.1" in lo.ipv4 and lo.mtu and lo.kind == "loopback"
+
+
+def test_enumeration_falls_back_to_psutil(monkeypatch):
+    """Without a usable libc getifaddrs the same facts come from psutil, in kernel order."""
+    import ncclcheck.interfaces as interfaces
+
+    def broken():
+        raise OSError("no getifaddrs")
+    monkeypatch.setattr(interfaces, "_getifaddrs", broken)
+    fallback = interfaces.list_interfaces()
+    monkeypatch.undo()
+    real = interfaces.list_interfaces()
+    assert [(i.name, i.up, i.running, i.ipv4) for i in fallback] == \
+        [(i.name, i.up, i.running, i.ipv4) for i in real]
+    assert predict_nccl_interfaces({}, fallback) == predict_nccl_interfaces({}, real)
