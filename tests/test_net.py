@@ -298,3 +298,25 @@ def test_holder_command_lines_hide_secrets():
     shown = safe_cmdline(["server", "--token", "abc123secret", "--api-key=xyz987654", "--port",
                           "29500"])
     assert "abc123secret" not in shown and "xyz987654" not in shown and "--port 29500" in shown
+
+
+def test_tensorpipe_interface():
+    from ncclcheck.probes.net import check_tp_interface
+    assert check_tp_interface(facts({"TP_SOCKET_IFNAME": "eth0"})).status == "pass"
+    bad = check_tp_interface(facts({"TP_SOCKET_IFNAME": "eth9"}))
+    assert bad.status == "fail" and "does not exist" in bad.summary and bad.category == "interface"
+
+
+def test_infiniband_ports_judged_from_sysfs(tmp_path):
+    """A fake /sys/class/infiniband (no RDMA hardware here): one port active, one down."""
+    from ncclcheck.probes.net import check_infiniband
+    for dev, state in (("mlx5_0", "4: ACTIVE"), ("mlx5_1", "1: DOWN")):
+        port = tmp_path / dev / "ports" / "1"
+        port.mkdir(parents=True)
+        (port / "state").write_text(state)
+        (port / "link_layer").write_text("InfiniBand")
+    result = check_infiniband(ProbeContext(options={"sys_infiniband": str(tmp_path)}))
+    assert result.status == "warn" and result.category == "infiniband"
+    assert "mlx5_1:1 (DOWN)" in result.summary and "NCCL_IB_HCA==mlx5_0:1" in result.fix
+    none = check_infiniband(ProbeContext(options={"sys_infiniband": str(tmp_path / "no")}))
+    assert none.status == "skip"
