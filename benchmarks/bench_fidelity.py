@@ -5,7 +5,8 @@ ncclcheck's standalone sweep (worker processes, deadlines, per-element check), t
 smallest loop a person would write (init_process_group, warm-up, time `dist.all_reduce`, take
 the slowest rank). The ratio is ncclcheck's busbw over the bare loop's; the goal is >= 0.9
 from 1 MB up, where the per-call overhead no longer dominates. Each side runs --repeats times
-and keeps its best time per size, so one noisy run does not decide.
+and keeps its best time per size, so one noisy run does not decide; the two sides take turns
+going first.
 
     python benchmarks/bench_fidelity.py --nproc 2 --max-bytes 64M --repeats 2
 """
@@ -89,11 +90,15 @@ def main() -> None:
                         args.dtype)
     ours = [float("inf")] * len(sizes)
     bare = [float("inf")] * len(sizes)
-    for _ in range(args.repeats):
-        ours = [min(a, b) for a, b in zip(ours, ncclcheck_sweep(sizes, args.nproc, args.iters,
-                                                                args.warmup, args.dtype))]
-        bare = [min(a, b) for a, b in zip(bare, bare_loop(sizes, args.nproc, args.iters,
-                                                          args.warmup, args.dtype))]
+    for repeat in range(args.repeats):
+        # alternate which side goes first, so a change in machine load hits both alike
+        for side in (("ours", "bare") if repeat % 2 == 0 else ("bare", "ours")):
+            if side == "ours":
+                times = ncclcheck_sweep(sizes, args.nproc, args.iters, args.warmup, args.dtype)
+                ours = [min(a, b) for a, b in zip(ours, times)]
+            else:
+                times = bare_loop(sizes, args.nproc, args.iters, args.warmup, args.dtype)
+                bare = [min(a, b) for a, b in zip(bare, times)]
     print(f"# gloo, {args.nproc} ranks, {args.dtype}, {args.iters} iters, best of {args.repeats}")
     print(f"{'size':>10}  {'ncclcheck busbw':>15}  {'bare busbw':>10}  {'ratio':>6}")
     worst = None

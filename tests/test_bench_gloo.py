@@ -214,3 +214,70 @@ def test_nccl_without_gpus_and_a_malformed_fault_fail_clearly():
     proc, _ = ncclcheck("bench", "--format", "json", fault="melt:1")
     check = checks_of(json.loads(proc.stdout))["bench.allreduce"]
     assert proc.returncode == 1 and check["category"] == "configuration"
+
+
+def test_a_hung_rank_under_torchrun_is_named_by_rank_zero_within_the_deadline():
+    torchrun = [os.path.join(os.path.dirname(sys.executable), "torchrun"), "--standalone",
+                "--nproc-per-node", "2"]
+    started = time.monotonic()
+    proc, tag = ncclcheck("bench", "--format", "json", "--timeout", "14", *SMALL,
+                          launcher=torchrun, fault="hang:1@1")
+    assert time.monotonic() - started < 14 + 10  # torchrun's own start and stop included
+    report = json.loads(proc.stdout)
+    check = next(c for c in report["checks"] if c["id"] == "bench.allreduce" and c["rank"] == 0)
+    assert check["category"] == "timeout" and check["details"]["ranks"] == [1]
+    assert "rank 1 stopped answering" in check["summary"]
+    assert processes_tagged(tag) == []
+
+
+def test_a_rank_that_never_joins_is_named_without_running_the_sweep():
+    """Rank 0 alone on a real TCPStore of a 2-rank job: rank 1 never arrives."""
+    from types import SimpleNamespace
+
+    import torch.distributed as dist
+
+    from ncclcheck.bench.analysis import allreduce_check
+    from ncclcheck.bench.sweep import absent_result, join_cluster
+    from ncclcheck.bench.worker import SweepConfig
+
+    store = dist.TCPStore("127.0.0.1", 0, None, True, wait_for_workers=False)
+    session = SimpleNamespace(store=store, rank=0, world_size=2, local_rank=0, host="h")
+    started = time.monotonic()
+    backend, missing = join_cluster(session, "auto", 0, 1.0)
+    assert time.monotonic() - started < 5
+    assert (backend, missing) == ("gloo", [1])
+    result = absent_result(SweepConfig("gloo", [1024]), 2, missing)
+    check = allreduce_check(result, [])
+    assert check.status.value == "fail" and "rank 1 never joined" in check.summary
+
+
+def test_duplicate_gpu_detection_over_a_real_store():
+    """The NCCL path's duplicate check, run by three ranks (threads) on a real TCPStore with
+    the GPU identities a GPU would give (no GPU here): ranks 0 and 2 share one."""
+    import threading
+
+    import torch.distributed as dist
+
+    from ncclcheck.bench.worker import DuplicateGpu, RankSweep, SweepConfig
+
+    store = dist.TCPStore("127.0.0.1", 0, None, True, wait_for_workers=False)
+    gpus = {0: "GPU-aaaa", 1: "GPU-bbbb", 2: "GPU-aaaa"}
+    raised: dict[int, str] = {}
+
+    def rank_main(rank: int) -> None:
+        client = dist.PrefixStore("bench", dist.TCPStore("127.0.0.1", store.port, None, False))
+        sweep = RankSweep(SweepConfig("nccl", [1024], collective_timeout=10), client, rank, 3,
+                          rank, "node0", lambda e: None)
+        sweep.outcome.gpu_uuid, sweep.outcome.device = gpus[rank], f"cuda:{rank}"
+        try:
+            sweep._check_duplicate_gpus()
+        except DuplicateGpu as exc:
+            raised[rank] = str(exc)
+
+    threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert sorted(raised) == [0, 2]
+    assert raised[0].startswith("ranks 0, 2 on node0 all use GPU GPU-aaaa")

@@ -217,12 +217,19 @@ def test_wrong_values_fail_and_name_the_rank_whose_input_was_wrong():
 def test_a_silent_rank_is_named_as_stopped():
     result = _result({0: _outcome(0, [_row(1024)], error={
         "kind": "timeout", "message": "Timed out", "step": 1, "bytes": 4096})},
-        torn_down=[1], last_step={0: 1, 1: 1})
+        torn_down=[1], progress={0: 3, 1: 2})
     assert job_rows(result) == []
     check = allreduce_check(result, [])
     assert check.status.value == "fail" and check.category.value == "timeout"
     assert "rank 1 stopped answering" in check.summary and "4 KB" in check.summary
-    assert "rank 0 (h) timed out waiting" in check.summary
+    assert "rank 0 (h) waited for it in vain" in check.summary
+
+
+def test_of_several_stuck_ranks_the_one_that_got_least_far_is_named():
+    result = _result({}, torn_down=[0, 1, 2], progress={0: 3, 1: 2, 2: 3})
+    check = allreduce_check(result, [])
+    assert check.details["ranks"] == [1]
+    assert "rank 1 stopped answering and was torn down; ranks 0, 2 waited" in check.summary
 
 
 def test_a_dead_rank_is_rank_crashed_and_duplicate_gpu_is_named():

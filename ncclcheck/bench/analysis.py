@@ -12,7 +12,8 @@ from typing import Any
 from ncclcheck.model import Category, CheckResult, failed, passed, warned
 
 from .faults import FAULT_VARIABLE
-from .metrics import RankRow, SizeRow, average_busbw, combine_size, find_stragglers, straggler_nodes
+from .metrics import (RankRow, SizeRow, average_busbw, combine_size, find_stragglers, significant,
+                      straggler_nodes)
 from .reference import Reference
 from .sizes import format_size
 
@@ -29,9 +30,10 @@ class SweepResult:
     outcomes: dict[int, dict[str, Any]] = field(default_factory=dict)
     torn_down: list[int] = field(default_factory=list)      # stopped answering, killed
     silent: list[int] = field(default_factory=list)         # never reported (cluster mode)
+    not_joined: list[int] = field(default_factory=list)     # never reached the sweep at all
     exited: dict[int, int] = field(default_factory=dict)    # died without reporting
     stderr_tail: dict[int, str] = field(default_factory=dict)
-    last_step: dict[int, int] = field(default_factory=dict)
+    progress: dict[int, int] = field(default_factory=dict)  # launcher.progress_mark()
     fault: str | None = None
 
     @property
@@ -40,7 +42,8 @@ class SweepResult:
 
     @property
     def missing(self) -> list[int]:
-        return sorted(set(self.torn_down) | set(self.silent) | set(self.exited))
+        return sorted(set(self.torn_down) | set(self.silent) | set(self.exited)
+                      | set(self.not_joined))
 
 
 def job_rows(result: SweepResult) -> list[SizeRow]:
@@ -72,8 +75,8 @@ def bench_section(result: SweepResult, rows: list[SizeRow],
         "iters": result.iters,
         "warmup": result.warmup,
         "rows": [r.to_dict() for r in rows],
-        "avg_busbw_gbps": round(average_busbw(rows), 6),
-        "peak_busbw_gbps": round(peak.busbw_gbps, 6) if peak else 0.0,
+        "avg_busbw_gbps": significant(average_busbw(rows)),
+        "peak_busbw_gbps": significant(peak.busbw_gbps) if peak else 0.0,
         "peak_bytes": peak.bytes if peak else None,
         "hosts": sorted({h for h in result.hosts.values() if h}),
         "gpu": first.get("gpu_name"),
@@ -187,16 +190,31 @@ def allreduce_check(result: SweepResult, rows: list[SizeRow]) -> CheckResult:
 def _missing_check(result: SweepResult, errors: dict[int, dict[str, Any]],
                    details: dict[str, Any]) -> CheckResult:
     """Ranks that gave no outcome: stopped answering (torn down / silent) or died."""
+    if result.not_joined:
+        details["not_joined"] = sorted(result.not_joined)
+        return failed("bench.allreduce",
+                      f"{_ranks(result.not_joined)} never joined the benchmark within "
+                      f"{result.collective_timeout:.0f} s, so no all-reduce was run",
+                      f"Find out why {_ranks(result.not_joined)} is missing (the cluster.* checks "
+                      "say whether it reported at all); a rank stuck in an earlier probe or a dead "
+                      "process looks the same from here." + _fault_note(result),
+                      Category.TIMEOUT, ranks=sorted(result.not_joined), **details)
     hung = sorted(set(result.torn_down) | set(result.silent))
     details.update(did_not_complete=result.missing, torn_down=sorted(result.torn_down),
                    silent=sorted(result.silent), exited={str(r): c for r, c in result.exited.items()},
-                   last_step={str(r): s for r, s in result.last_step.items()})
+                   progress={str(r): s for r, s in result.progress.items()})
     waited = sorted(r for r, e in errors.items() if e["kind"] in ("timeout", "connection"))
-    steps = [result.last_step[r] for r in result.missing if r in result.last_step]
+    # Several ranks stuck: the one that got least far is the one the others were waiting for.
+    marks = {r: result.progress.get(r, -1) for r in hung}
+    if len(set(marks.values())) > 1:
+        least = min(marks.values())
+        waited = sorted(set(waited) | {r for r, m in marks.items() if m != least})
+        hung = sorted(r for r, m in marks.items() if m == least)
+    steps = [result.progress[r] // 2 for r in result.missing if r in result.progress]
     at = f" at {format_size(result.sizes[max(steps)])}" if steps else ""
     if hung:
-        others = f"; {_ranks(waited, result.hosts)} timed out waiting for it" if waited else ""
-        torn = " and was torn down" if result.torn_down else ""
+        others = f"; {_ranks(waited, result.hosts)} waited for it in vain" if waited else ""
+        torn = " and was torn down" if set(hung) <= set(result.torn_down) else ""
         return failed("bench.allreduce",
                       f"all-reduce{at} did not complete within {result.collective_timeout:.0f} s: "
                       f"{_ranks(hung)} stopped answering{torn}{others}",
@@ -218,11 +236,11 @@ def busbw_check(result: SweepResult, rows: list[SizeRow], min_busbw: float | Non
     if not rows:
         return None
     peak = max(rows, key=lambda r: r.busbw_gbps)
-    details: dict[str, Any] = {"peak_busbw_gbps": round(peak.busbw_gbps, 4),
+    details: dict[str, Any] = {"peak_busbw_gbps": significant(peak.busbw_gbps),
                                "peak_bytes": peak.bytes,
                                "largest_bytes": rows[-1].bytes,
-                               "largest_busbw_gbps": round(rows[-1].busbw_gbps, 4),
-                               "avg_busbw_gbps": round(average_busbw(rows), 4)}
+                               "largest_busbw_gbps": significant(rows[-1].busbw_gbps),
+                               "avg_busbw_gbps": significant(average_busbw(rows))}
     at = f"{peak.busbw_gbps:.2f} GB/s busbw (peak, at {format_size(peak.bytes)})"
     if result.backend == "nccl":
         category = Category.P2P if nodes <= 1 else Category.NET_PLUGIN

@@ -34,7 +34,17 @@ class LaunchResult:
     torn_down: list[int] = field(default_factory=list)   # killed at the deadline, no outcome
     exited: dict[int, int] = field(default_factory=dict)  # rank -> exit status without outcome
     stderr_tail: dict[int, str] = field(default_factory=dict)
-    last_step: dict[int, int] = field(default_factory=dict)  # highest step each rank started
+    progress: dict[int, int] = field(default_factory=dict)  # see progress_mark()
+
+
+def progress_mark(event: dict[str, Any]) -> int | None:
+    """How far a rank got, as one number: 2*step when it started a size, 2*step+1 once it
+    passed the size's barrier and entered the timed loop."""
+    if event.get("event") == "start":
+        return 2 * int(event["step"])
+    if event.get("event") == "timed":
+        return 2 * int(event["step"]) + 1
+    return None
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -99,8 +109,9 @@ def launch(config: SweepConfig, nproc: int, env: Mapping[str, str], deadline: fl
             if not line.startswith(EVENT_PREFIX):
                 continue
             event = json.loads(line[len(EVENT_PREFIX):])
-            if event.get("event") == "start":
-                result.last_step[rank] = max(result.last_step.get(rank, -1), event["step"])
+            mark = progress_mark(event)
+            if mark is not None:
+                result.progress[rank] = max(result.progress.get(rank, -1), mark)
             if event.get("event") == "result":
                 result.outcomes[rank] = event["outcome"]
                 error = event["outcome"].get("error")

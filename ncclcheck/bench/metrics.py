@@ -13,6 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 
+def significant(value: float, digits: int = 6) -> float:
+    """A float kept to ``digits`` significant digits (small GB/s figures keep their precision)."""
+    return float(f"{value:.{digits}g}")
+
+
 def busbw_factor(nranks: int) -> float:
     """nccl-tests' all-reduce bus factor 2(n-1)/n: each element crosses 2(n-1) of n links."""
     return 2.0 * (nranks - 1) / nranks if nranks > 0 else 0.0
@@ -60,8 +65,8 @@ class SizeRow:
 
     def to_dict(self) -> dict[str, Any]:
         return {"bytes": self.bytes, "count": self.count, "dtype": self.dtype,
-                "time_us": round(self.time_us, 3), "algbw_gbps": round(self.algbw_gbps, 6),
-                "busbw_gbps": round(self.busbw_gbps, 6), "wrong": self.wrong,
+                "time_us": significant(self.time_us), "algbw_gbps": significant(self.algbw_gbps),
+                "busbw_gbps": significant(self.busbw_gbps), "wrong": self.wrong,
                 "wrong_ranks": self.wrong_ranks, "input_wrong_ranks": self.input_wrong_ranks,
                 "slowest_rank": self.slowest_rank}
 

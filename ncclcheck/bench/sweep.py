@@ -12,7 +12,7 @@ import time
 from typing import Any, Callable
 
 from .analysis import SweepResult
-from .launcher import launch
+from .launcher import launch, progress_mark
 from .worker import RankSweep, SweepConfig
 
 
@@ -29,7 +29,7 @@ def run_standalone(config: SweepConfig, nproc: int, env: dict[str, str], deadlin
     result.torn_down = sorted(launched.torn_down)
     result.exited = dict(launched.exited)
     result.stderr_tail = dict(launched.stderr_tail)
-    result.last_step = dict(launched.last_step)
+    result.progress = dict(launched.progress)
     return result
 
 
@@ -46,49 +46,64 @@ def run_on_cluster(config: SweepConfig, session: Any, deadline: float,
     rank, world = int(session.rank), int(session.world_size)
 
     def emit(event: dict[str, Any]) -> None:
-        if event.get("event") == "start":
-            store.set(f"progress/{rank}", str(event["step"]))
+        mark = progress_mark(event)
+        if mark is not None:
+            store.set(f"progress/{rank}", str(mark))
         if on_event is not None and rank == 0:
             on_event(event)
 
     outcome = RankSweep(config, store, rank, world, int(session.local_rank or 0),
                         str(session.host), emit).run()
     store.set(f"result/{rank}", json.dumps(outcome.to_dict()))
+    store.add("results", 1)
     if rank != 0:
         return None
     result = _result(config, world, config.faults)
     if outcome.error is not None:  # the others fail or hang too: do not wait out the deadline
         deadline = min(deadline, time.monotonic() + 3.0)
-    keys = {r: f"result/{r}" for r in range(world)}
-    while True:
-        for r, key in list(keys.items()):
-            if store.check([key]):
-                result.outcomes[r] = json.loads(store.get(key))
-                del keys[r]
-        if not keys or time.monotonic() >= deadline:
-            break
+    while store.add("results", 0) < world and time.monotonic() < deadline:
         time.sleep(0.05)
-    result.silent = sorted(keys)
-    for r in range(world):
+    keys = {r: f"result/{r}" for r in range(world)}
+    present = [r for r in keys if store.check([keys[r]])] if store.add("results", 0) < world \
+        else list(keys)
+    for r, raw in zip(present, store.multi_get([keys[r] for r in present]) if present else []):
+        result.outcomes[r] = json.loads(raw)
+    result.silent = sorted(set(keys) - set(present))
+    for r in result.silent + [r for r, o in result.outcomes.items() if o.get("error")]:
         if store.check([f"progress/{r}"]):
-            result.last_step[r] = int(store.get(f"progress/{r}"))
+            result.progress[r] = int(store.get(f"progress/{r}"))
     return result
 
 
-def agree_backend(session: Any, requested: str, gpus: int, timeout: float) -> str:
-    """Every rank must use the same backend: with auto, NCCL only if every rank has a GPU."""
-    if requested != "auto":
-        return requested
+def join_cluster(session: Any, requested: str, gpus: int, timeout: float) -> tuple[str, list[int]]:
+    """Every rank says it is here and which backend it can run; returns the backend all will
+    use (auto: NCCL only if every rank has a GPU) and the ranks that did not join in time.
+
+    A rank that never joins would hold every other rank in process-group set-up until its
+    timeout; finding it here lets the sweep be skipped and the rank be named at once.
+    """
     import torch.distributed as dist
     from datetime import timedelta
 
     store = dist.PrefixStore("bench", session.store)
-    mine = "nccl" if gpus > 0 else "gloo"
-    store.set(f"backend/{session.rank}", mine)
-    keys = [f"backend/{r}" for r in range(int(session.world_size))]
+    world = int(session.world_size)
+    mine = requested if requested != "auto" else ("nccl" if gpus > 0 else "gloo")
+    store.set(f"joined/{session.rank}", mine)
+    if mine != "nccl":
+        store.add("joined/without_gpu", 1)  # counted before joining, so final once all joined
+    if store.add("joined/count", 1) >= world:
+        store.set("joined/ready", "1")
     try:
-        store.wait(keys, timedelta(seconds=timeout))
-    except Exception:
-        return mine  # a silent rank is named by the sweep itself
-    chosen = {store.get(k).decode() for k in keys}
-    return "nccl" if chosen == {"nccl"} else "gloo"
+        store.wait(["joined/ready"], timedelta(seconds=timeout))
+        missing: list[int] = []
+    except Exception:  # a wait timeout: find the absent ranks (once, only on this path)
+        missing = [r for r in range(world) if not store.check([f"joined/{r}"])]
+    if requested != "auto":
+        return requested, missing
+    return ("gloo" if store.add("joined/without_gpu", 0) else "nccl"), missing
+
+def absent_result(config: SweepConfig, world_size: int, missing: list[int]) -> SweepResult:
+    """Rank 0's result when some ranks never joined: nothing was run, the absent are named."""
+    result = _result(config, world_size, config.faults)
+    result.not_joined = list(missing)
+    return result

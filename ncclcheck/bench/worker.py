@@ -151,23 +151,36 @@ class RankSweep:
         return torch.device(f"cuda:{index}")
 
     def _check_duplicate_gpus(self) -> None:
-        """Before NCCL sees them: two ranks of one host on one GPU is a layout error to name."""
-        me = {"host": self.outcome.host, "gpu": self.outcome.gpu_uuid, "device": self.outcome.device}
-        self.store.set(f"device/{self.rank}", json.dumps(me))
-        keys = [f"device/{r}" for r in range(self.world_size)]
-        self.store.wait(keys, timedelta(seconds=self.config.collective_timeout))
-        peers = {r: json.loads(self.store.get(k)) for r, k in enumerate(keys)}
-        self.outcome.peers = {str(r): v for r, v in peers.items()}
-        sharing = sorted(r for r, v in peers.items()
-                         if v["host"] == me["host"] and v["gpu"] == me["gpu"])
-        if len(sharing) > 1:
-            raise DuplicateGpu(f"ranks {', '.join(map(str, sharing))} on {me['host']} all use "
-                               f"GPU {me['gpu']} ({me['device']})")
+        """Before NCCL sees them: two ranks of one host on one GPU is a layout error to name.
+
+        O(1) store operations per rank: each rank counts itself under its (host, GPU) key and
+        the ranks on a shared key read each other's numbers once everyone has counted.
+        """
+        timeout = timedelta(seconds=self.config.collective_timeout)
+        if self.store.add("devices/count", 1) >= self.world_size:
+            self.store.set("devices/ready", "1")
+        gpu_key = f"gpu/{self.outcome.host}/{self.outcome.gpu_uuid}"
+        seq = self.store.add(gpu_key, 1)
+        self.store.set(f"{gpu_key}/{seq}", str(self.rank))
+        self.store.wait(["devices/ready"], timeout)
+        sharing = int(self.store.add(gpu_key, 0))
+        if sharing > 1:
+            keys = [f"{gpu_key}/{i}" for i in range(1, sharing + 1)]
+            self.store.wait(keys, timeout)
+            ranks = sorted(int(v) for v in self.store.multi_get(keys))
+            self.outcome.peers = {"sharing_gpu": ranks}
+            raise DuplicateGpu(f"ranks {', '.join(map(str, ranks))} on {self.outcome.host} all "
+                               f"use GPU {self.outcome.gpu_uuid} ({self.outcome.device})")
 
     def _init_group(self, torch: Any) -> Any:
         import torch.distributed as dist
         if dist.is_initialized():
             raise RuntimeError("a default process group already exists in this process")
+        if self.config.deadline:
+            # the survivors of a hang must time out, and report, before the sweep's deadline
+            left = self.config.deadline - time.time()
+            self.config.collective_timeout = max(1.0, min(self.config.collective_timeout,
+                                                          left * 0.5))
         dist.init_process_group(self.config.backend, store=dist.PrefixStore("pg", self.store),
                                 rank=self.rank, world_size=self.world_size,
                                 timeout=timedelta(seconds=self.config.collective_timeout))
@@ -205,6 +218,8 @@ class RankSweep:
                 time.sleep(60)
         if self._fault("crash", step):
             os._exit(3)
+        # past the barrier: from here on, a rank that stops is the one the others wait for
+        self.emit({"event": "timed", "rank": self.rank, "step": step, "bytes": nbytes})
         slow = self._fault("slow", step)
         lag = 0.0
         work = None
