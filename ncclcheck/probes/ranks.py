@@ -14,6 +14,7 @@ from ncclcheck.launchers import Layout, read_layout
 from ncclcheck.model import Category, CheckResult, failed, passed, skipped, warned
 
 RANK = Category.RANK_MISMATCH
+INVALID_RANK = "nccl.invalid_rank"  # the catalogue signature these failures lead to
 
 
 @dataclass(frozen=True)
@@ -50,11 +51,12 @@ def expected_layout(ctx: ProbeContext, layout: Layout) -> Expected:
 
 
 def fix_world(expected: Expected) -> str:
-    """The fix for a world size that disagrees with nodes x GPUs, naming every knob."""
-    n, m, w = expected.nodes, expected.gpus_per_node, expected.world
-    return (f"Build the process group for nodes x GPUs = {n} x {m} = {w} ranks: WORLD_SIZE={w} "
-            f"(or let the launcher set it), Trainer(num_nodes={n}, devices={m}), and a custom "
-            f"ClusterEnvironment whose world_size() returns {w}.")
+    """The fix for a world size that disagrees with nodes x GPUs: the catalogue's text for
+    NCCL's 'Invalid rank requested', so the probe and `explain` say the same thing."""
+    from ncclcheck.explain.catalogue import signature
+    return signature(INVALID_RANK).render({"nodes": expected.nodes,
+                                           "gpus_per_node": expected.gpus_per_node,
+                                           "expected_world_size": expected.world})[1]
 
 
 def probe(ctx: ProbeContext) -> list[CheckResult]:
@@ -175,7 +177,8 @@ def check_rank(layout: Layout, expected: Expected) -> CheckResult:
     if expected.world is not None and expected.world != world:
         summary = (f"rank {rank} cannot exist in a world of {world} ({layout.source('world_size')}"
                    f"={world}), while {expected.describe()} ranks are launched: {nccl}")
-        return failed("ranks.rank", summary, fix_world(expected), RANK, **details)
+        return failed("ranks.rank", summary, fix_world(expected), RANK, **details,
+                      signature=INVALID_RANK)
     summary = (f"rank {rank} cannot exist in a world of {world} (valid ranks 0..{world - 1}): {nccl}")
     fix = (f"{layout.source('rank')} must be below {world}; the world size reaching the process "
            "group must be nodes x GPUs, not the per-node count. Pass --nodes/--gpus-per-node to "
@@ -206,7 +209,8 @@ def check_world_size(layout: Layout, expected: Expected) -> CheckResult:
     elif world == expected.nodes:
         hint = " — it is the node count (one process per node?)"
     summary = (f"world size {world} ({layout.source('world_size')}) != {expected.describe()}{hint}")
-    return failed("ranks.world_size", summary, fix_world(expected), RANK, **details)
+    return failed("ranks.world_size", summary, fix_world(expected), RANK, **details,
+                  signature=INVALID_RANK)
 
 
 def check_local_rank(layout: Layout, expected: Expected, gpus: VisibleGpus) -> CheckResult:
