@@ -290,3 +290,13 @@ def test_progress_goes_to_its_stream_only_when_every_rank_finished_a_size():
     progress.update({"event": "start", "rank": 1, "step": 1})
     assert stream.getvalue() == "bench: 1/2 sizes done (1 KB, gloo, 2 ranks)\n"
     progress.close()
+
+
+def test_a_rank_without_a_gpu_is_rank_mismatch():
+    from ncclcheck.bench.worker import NoGpuForRank
+    assert error_kind(NoGpuForRank("LOCAL_RANK 4 has no GPU: only 4 are visible")) == "rank_mismatch"
+    error = {"kind": "rank_mismatch", "message": "LOCAL_RANK 4 has no GPU", "step": -1,
+             "bytes": None}
+    result = _result({0: _outcome(0, [], error=error), 1: _outcome(1, [])})
+    check = allreduce_check(result, [])
+    assert check.category.value == "rank_mismatch" and "--nproc-per-node" in check.fix

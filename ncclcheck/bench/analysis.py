@@ -131,6 +131,7 @@ def allreduce_check(result: SweepResult, rows: list[SizeRow]) -> CheckResult:
         error = errors[rank]
         where = f" at {format_size(error['bytes'])}" if error.get("bytes") else " while setting up"
         category = {"timeout": Category.TIMEOUT, "connection": Category.CONNECTION,
+                    "rank_mismatch": Category.RANK_MISMATCH,
                     "cuda": Category.CUDA, "out_of_memory": Category.OUT_OF_MEMORY}.get(
                         error["kind"], Category.OTHER)
         fixes = {
@@ -143,6 +144,9 @@ def allreduce_check(result: SweepResult, rows: list[SizeRow]) -> CheckResult:
             Category.CUDA: "Check the GPUs with nvidia-smi and the CUDA/driver versions "
                            "(`ncclcheck nccl`).",
             Category.OUT_OF_MEMORY: "Lower --max-bytes or free GPU memory.",
+            Category.RANK_MISMATCH: "Start no more ranks per node than it has GPUs "
+                                    "(--nproc-per-node / --gpus-per-node), and let "
+                                    "CUDA_VISIBLE_DEVICES show every rank its GPU.",
         }
         return failed("bench.allreduce",
                       f"all-reduce failed on {_ranks(sorted(errors), result.hosts)}{where}: "

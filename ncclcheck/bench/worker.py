@@ -71,12 +71,18 @@ class DuplicateGpu(RuntimeError):
     """Two ranks of one host would drive the same GPU."""
 
 
+class NoGpuForRank(RuntimeError):
+    """LOCAL_RANK points past the GPUs this process can see: more ranks than GPUs."""
+
+
 def error_kind(exc: BaseException) -> str:
     """Sort a backend exception into the taxonomy the report uses."""
     text = str(exc)
     if isinstance(exc, DuplicateGpu) or "Duplicate GPU detected" in text \
             or "Multiple Ranks are using the same GPU" in text:
         return "duplicate_gpu"
+    if isinstance(exc, NoGpuForRank):
+        return "rank_mismatch"
     if isinstance(exc, CollectiveTimeout) or "Timed out" in text or "timed out" in text \
             or "timeout" in text.lower():
         return "timeout"
@@ -131,7 +137,8 @@ class RankSweep:
         if count == 0:
             raise RuntimeError("--backend nccl needs a CUDA GPU, but torch sees none")
         if count > 1 and self.local_rank >= count:
-            raise RuntimeError(f"LOCAL_RANK {self.local_rank} has no GPU: only {count} are visible")
+            raise NoGpuForRank(f"LOCAL_RANK {self.local_rank} has no GPU: only {count} are "
+                               "visible to this process")
         index = self.local_rank if count > 1 else 0
         torch.cuda.set_device(index)
         props = torch.cuda.get_device_properties(index)
