@@ -188,9 +188,15 @@ class RankSweep:
             left = self.config.deadline - time.time()
             self.config.collective_timeout = max(1.0, min(self.config.collective_timeout,
                                                           left * 0.5))
+        # Gloo: the group's timeout is the collective deadline itself. NCCL: our own polling
+        # enforces the deadline and aborts, so the watchdog (which may kill the process under
+        # TORCH_NCCL_ASYNC_ERROR_HANDLING=1) is given more time than that, to let us report.
+        timeout = self.config.collective_timeout
+        if self.config.backend == "nccl":
+            timeout = timeout * 1.5 + 5.0
         dist.init_process_group(self.config.backend, store=dist.PrefixStore("pg", self.store),
                                 rank=self.rank, world_size=self.world_size,
-                                timeout=timedelta(seconds=self.config.collective_timeout))
+                                timeout=timedelta(seconds=timeout))
         return dist
 
     # -- the collective under a deadline -----------------------------------------------------
