@@ -19,7 +19,7 @@ from typing import Any, Mapping, NoReturn
 
 from ncclcheck.context import ProbeContext
 from ncclcheck.launchers import Layout, read_layout
-from ncclcheck.model import CheckResult, Report, exit_code, failed, passed
+from ncclcheck.model import Category, CheckResult, Report, exit_code, failed, passed, warned
 from ncclcheck.report import render, render_junit
 
 from .aggregate import aggregate, by_host
@@ -96,14 +96,16 @@ def cluster_outcome(families: list[str], ctx: ProbeContext, layout: Layout, fmt:
     try:
         if not address or port is None:
             raise StoreUnavailable(
-                _config(), "cluster mode needs MASTER_ADDR and MASTER_PORT (or --store-port) to "
-                "find rank 0", "Export MASTER_ADDR=<rank-0 host> and MASTER_PORT=<free port> on "
-                "every rank, or pass --store-port PORT.", master_addr=address, port=port)
+                Category.CONFIGURATION, "job-wide checks not run: without MASTER_ADDR and "
+                "MASTER_PORT (or --store-port) the ranks cannot meet rank 0; this report covers "
+                "this process only", "Export MASTER_ADDR=<rank-0 host> and MASTER_PORT=<free "
+                "port> on every rank (mpirun -x MASTER_ADDR -x MASTER_PORT), or pass "
+                "--store-port PORT.", master_addr=address, port=port)
         import torch.distributed  # noqa: F401  (seconds on a loaded host; not the store's fault)
         connect_s = max(0.5, ctx.remaining() - (margin_s(ctx.timeout) if rank == 0 else 0.0))
         store, reporting = join_store(address, port, rank, connect_s)
     except StoreUnavailable as exc:
-        return _store_failure(ctx, layout, exc, fmt, junit, me)
+        return _store_failure(families, ctx, layout, exc, fmt, junit, strict, me)
     session = ClusterSession(store, rank, int(layout.world_size), _local_rank(layout),
                              layout.node_rank, ctx.host, address, port, reporting=reporting)
     try:
@@ -125,11 +127,6 @@ def _lost_store(session: ClusterSession, me: str, exc: BaseException) -> Outcome
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return Outcome(1, note=f"ncclcheck: {me}: lost the rank-0 store at {session.address}:"
                    f"{session.port} before the job report ({first}) [rank_crashed]; exit 1")
-
-
-def _config():
-    from ncclcheck.model import Category
-    return Category.CONFIGURATION
 
 
 def _local_rank(layout: Layout) -> int:
@@ -268,18 +265,29 @@ def _context(ctx: ProbeContext, results: list[CheckResult], job: Gathered,
     return context
 
 
-def _store_failure(ctx: ProbeContext, layout: Layout, exc: StoreUnavailable, fmt: str,
-                   junit: str | None, me: str) -> Outcome:
-    """A rank that cannot open or reach the store says so itself and exits 1; rank 0 prints it
-    as a report (it is where the job report is expected), the others as one line."""
-    if layout.rank != 0:
+def _store_failure(families: list[str], ctx: ProbeContext, layout: Layout,
+                   exc: StoreUnavailable, fmt: str, junit: str | None, strict: bool,
+                   me: str) -> Outcome:
+    """A rank that cannot join the job says so itself.
+
+    Before any contact (no rendezvous address, or one that does not resolve) there is no job
+    to report on from any rank, so each process reports on itself, with the reason as
+    ``cluster.store``; so does rank 0 when its port is taken. A rank that waited for the store
+    until its deadline has no time left to probe: rank 0 prints the one failing check, the
+    others one line on stderr; both exit 1."""
+    alone = exc.category in (Category.CONFIGURATION, Category.NAME_RESOLUTION) or (
+        layout.rank == 0 and exc.category == Category.PORT_IN_USE)
+    if not alone and layout.rank != 0:
         return Outcome(1, note=f"ncclcheck: {me}: {exc.message} [{exc.category.value}] — "
                        f"{exc.fix}")
-    result = failed("cluster.store", exc.message, exc.fix, exc.category, **exc.details)
-    result.host, result.rank = ctx.host, layout.rank
+    verdict = warned if exc.category == Category.CONFIGURATION else failed
+    row = verdict("cluster.store", exc.message, exc.fix, exc.category, **exc.details)
+    row.host, row.rank = ctx.host, layout.rank
+    from ncclcheck.probes import run_families
     from ncclcheck.runner import report_context
-    report = Report([result], report_context(ctx, [result]))
+    results = (run_families(families, ctx) if alone else []) + [row]
+    report = Report(results, report_context(ctx, results), ctx.options.get("bench_data"))
     if junit:
         with open(junit, "w", encoding="utf-8") as handle:
             handle.write(render_junit(report))
-    return Outcome(1, stdout=render(report, fmt))
+    return Outcome(exit_code(report.checks, strict), stdout=render(report, fmt))
