@@ -40,13 +40,13 @@ def free_port() -> int:
 
 
 def rank_env(rank: int, world: int, port: int, local_rank: int | None = None,
-             **extra: str) -> dict[str, str]:
+             **extra: str | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(LAUNCH_PREFIXES)}
     env.update(RANK=str(rank), WORLD_SIZE=str(world),
                LOCAL_RANK=str(rank if local_rank is None else local_rank),
                MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     env.update(extra)
-    return env
+    return {k: v for k, v in env.items() if v is not None}  # None: leave the variable unset
 
 
 def start(rank: int, world: int, port: int, timeout: float = 30, fmt: str = "json",
@@ -219,3 +219,21 @@ def test_rank_0_killed_the_others_say_so_and_exit_1():
     note = err.strip().splitlines()
     assert len(note) == 1 and "rank 1" in note[0], err
     assert "lost the rank-0 store" in note[0] or "cannot reach the rank-0 store" in note[0]
+
+
+def test_no_job_to_join_each_process_reports_on_itself():
+    """No MASTER_ADDR (mpirun sets none) or one that does not resolve: no rank can reach
+    rank 0, so each process reports on itself and says why the job-wide checks are missing."""
+    port = free_port()
+    unset = start(0, 2, port, MASTER_ADDR=None)
+    unresolved = start(1, 2, port, MASTER_ADDR="no-such-host.invalid")
+    outs = finish([unset, unresolved])
+    first, second = (json.loads(out) for _, out, _ in outs)
+    store = check(first, "cluster.store")
+    assert store["status"] == "warn" and store["category"] == "configuration"
+    assert check(first, "ranks.master")["status"] == "fail"  # torch's env:// needs it too
+    assert outs[0][0] == 1 and check(first, "ranks.rank")["status"] == "pass"
+    assert outs[1][0] == 1
+    store = check(second, "cluster.store")
+    assert store["status"] == "fail" and store["category"] == "name_resolution"
+    assert "no-such-host.invalid" in store["summary"]
