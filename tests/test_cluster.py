@@ -97,7 +97,7 @@ def test_four_healthy_ranks_one_report_from_rank_0():
 def test_ranks_that_never_start_are_named_within_the_deadline():
     port = free_port()
     began = time.monotonic()
-    outs = finish([start(r, 4, port, timeout=10) for r in (0, 1)])
+    outs = finish([start(r, 4, port, timeout=10, args=("--gpus-per-node", "2")) for r in (0, 1)])
     elapsed = time.monotonic() - began
     assert [code for code, _, _ in outs] == [1, 1], outs
     assert elapsed < 10 + 15, elapsed  # deadline plus start-up and clean-up on a loaded machine
@@ -105,7 +105,8 @@ def test_ranks_that_never_start_are_named_within_the_deadline():
     missing = check(doc, "cluster.reported")
     assert missing["status"] == "fail" and missing["category"] == "timeout"
     assert missing["details"]["missing_ranks"] == [2, 3]
-    assert "ranks 2-3 never connected" in missing["summary"]
+    assert "ranks 2-3 never connected (expected on node 1, from which no rank connected)" \
+        in missing["summary"]
     assert "job status fail" in outs[1][2]
 
 

@@ -48,8 +48,8 @@ def _where(members: list[dict[str, Any]]) -> str:
 # -- missing ranks ---------------------------------------------------------------------------
 def expected_host(job: Gathered, rank: int) -> str:
     """Where a rank that never connected should have run, as far as anyone can tell."""
-    per_node = job.local_world_size or _common_ranks_per_host(job)
-    if not per_node:
+    per_node = job.local_world_size
+    if not per_node:  # the launcher gave no per-node count: no honest guess
         return "host unknown"
     node = rank // per_node
     hosts = sorted({m["host"] for m in job.members if m.get("node_rank") == node and m.get("host")})
@@ -59,11 +59,6 @@ def expected_host(job: Gathered, rank: int) -> str:
     if hosts:
         return f"expected on {', '.join(hosts)} (node {node})"
     return f"expected on node {node}, from which no rank connected"
-
-
-def _common_ranks_per_host(job: Gathered) -> int | None:
-    counts = Counter(m.get("host") for m in job.members)
-    return counts.most_common(1)[0][1] if counts else None
 
 
 def check_reported(job: Gathered) -> CheckResult:
@@ -93,13 +88,15 @@ def check_reported(job: Gathered) -> CheckResult:
         entries += [{"rank": r, "host": None, "connected": False, "expected": expected_host(job, r)}
                     for r in absent]
     category = Category.RANK_CRASHED if silent else Category.TIMEOUT
+    where = "; ".join(w for w in (_where(silent) if silent else "",
+                                  f"{ranks_phrase(absent)} (never connected)" if absent else "") if w)
     fix = ("Look at the launcher's log on the named hosts for why the rank did not finish "
            "(exit code, OOM killer, signal); a rank that cannot reach the store prints its own "
            "one-line reason on stderr. If nodes start late, raise --timeout.")
     return failed("cluster.reported",
                   f"{len(missing)} of {job.world_size} ranks never reported: " + "; ".join(parts),
                   fix, category, world_size=job.world_size, missing=entries,
-                  missing_ranks=missing)
+                  missing_ranks=missing, where=where)
 
 
 # -- duplicated / out-of-range ranks -----------------------------------------------------------
@@ -123,6 +120,7 @@ def check_rank_ids(job: Gathered) -> CheckResult:
                   "Give every process a distinct RANK in 0..WORLD_SIZE-1: RANK = NODE_RANK x "
                   "processes per node + LOCAL_RANK (let torchrun or srun set it rather than "
                   "exporting it by hand).", Category.RANK_MISMATCH,
+                  where=_where([m for ms in dups.values() for m in ms] + outside),
                   duplicates={str(r): [m.get("host") for m in ms] for r, ms in dups.items()},
                   outside=[{"rank": m.get("rank"), "host": m.get("host")} for m in outside])
 
@@ -143,6 +141,7 @@ def check_local_ranks(job: Gathered) -> CheckResult:
                   "Give each process on a node its own LOCAL_RANK 0..processes per node-1 (torchrun "
                   "--nproc-per-node, srun --ntasks-per-node set it); never export LOCAL_RANK in "
                   "a script shared by all processes.", Category.RANK_MISMATCH,
+                  where=_where([m for ms in clashes.values() for m in ms]),
                   clashes=[{"host": h, "local_rank": lr, "ranks": [m.get("rank") for m in ms]}
                            for (h, lr), ms in clashes.items()])
 
@@ -152,8 +151,9 @@ def check_hosts(job: Gathered) -> CheckResult:
     layout = ", ".join(f"{h}: {n}" for h, n in sorted(counts.items()))
     if len(set(counts.values())) <= 1:
         n = next(iter(counts.values()), 0)
-        return passed("cluster.hosts", f"{len(counts)} host{'s' if len(counts) != 1 else ''}, "
-                      f"{n} rank{'s' if n != 1 else ''} each", ranks_per_host=dict(counts))
+        shape = (f"{len(counts)} hosts, {n} rank{'s' if n != 1 else ''} each" if len(counts) > 1
+                 else f"1 host with {n} rank{'s' if n != 1 else ''}")
+        return passed("cluster.hosts", shape, ranks_per_host=dict(counts))
     usual = Counter(counts.values()).most_common(1)[0][0]
     odd = {h: n for h, n in counts.items() if n != usual}
     return failed("cluster.hosts",
@@ -162,7 +162,7 @@ def check_hosts(job: Gathered) -> CheckResult:
                   f"Start the same number of processes on every node ({usual}: torchrun "
                   f"--nproc-per-node {usual}, srun --ntasks-per-node={usual}, "
                   f"Trainer(devices={usual})).", Category.RANK_MISMATCH,
-                  ranks_per_host=dict(counts), layout=layout)
+                  ranks_per_host=dict(counts), layout=layout, where=", ".join(sorted(odd)))
 
 
 # -- settings and versions ---------------------------------------------------------------------
@@ -205,7 +205,8 @@ def check_settings(job: Gathered) -> CheckResult:
     return failed("cluster.settings", f"settings differ between ranks: {text}",
                   "Set the same value on every node (in the job script, not per node): "
                   + ", ".join(fixes[:6]) + f" — or change rank 0 ({ref.get('host')}) if its "
-                  "value is the wrong one.", category, differences=differences)
+                  "value is the wrong one.", category, differences=differences,
+                  where="; ".join(dict.fromkeys(d["where"] for d in differences)))
 
 
 def check_versions(job: Gathered) -> CheckResult:
@@ -228,7 +229,8 @@ def check_versions(job: Gathered) -> CheckResult:
         mismatches.append({"name": name, "title": title, "usual": usual, "odd": odd})
     if not mismatches:
         sample = next(iter(per_host.values()), {})
-        return passed("cluster.versions", f"same versions on all {len(per_host)} host(s): "
+        hosts = f"all {len(per_host)} hosts" if len(per_host) > 1 else "the one host"
+        return passed("cluster.versions", f"same versions on {hosts}: "
                       + ", ".join(f"{VERSION_NAMES[k]} {v}" for k, v in sample.items() if v),
                       versions=sample)
     text = "; ".join(f"{m['title']} " + ", ".join(f"{v} on {h}" for h, v in sorted(m["odd"].items()))
@@ -238,4 +240,5 @@ def check_versions(job: Gathered) -> CheckResult:
                   f"Install the same software on every node (one container image or environment): "
                   f"fix {', '.join(odd_hosts)} to match "
                   + ", ".join(f"{m['title']} {m['usual']}" for m in mismatches) + ".",
-                  Category.VERSION_MISMATCH, mismatches=mismatches, odd_hosts=odd_hosts)
+                  Category.VERSION_MISMATCH, mismatches=mismatches, odd_hosts=odd_hosts,
+                  where=", ".join(odd_hosts))

@@ -199,7 +199,8 @@ def _report_job(session: ClusterSession, ctx: ProbeContext, layout: Layout,
                 own: list[CheckResult], bench: dict[str, Any] | None, fmt: str,
                 junit: str | None, strict: bool) -> Outcome:
     deadline = ctx.deadline - margin_s(ctx.timeout)
-    job, reports = _read_gathered(session, session.world_size, layout.local_world_size, deadline)
+    per_node = layout.local_world_size or ctx.gpus_per_node
+    job, reports = _read_gathered(session, session.world_size, per_node, deadline)
     everything: list[CheckResult] = []
     for slot in sorted(reports, key=lambda s: _slot_rank(job, s)):
         everything += [CheckResult.from_dict(d) for d in reports[slot]]
@@ -211,7 +212,9 @@ def _report_job(session: ClusterSession, ctx: ProbeContext, layout: Layout,
     job_checks = [store_row] + cluster_checks(job)
     for check in job_checks:
         check.host = ctx.host
-    rows = aggregate(everything, _scopes()) + job_checks
+    # In the table the cluster rows point at the ranks they are about, not at rank 0.
+    rows = aggregate(everything, _scopes()) + [
+        dataclasses.replace(c, host=c.details.get("where") or c.host) for c in job_checks]
     context = _context(ctx, everything, job, rows)
     table_report = Report(rows, context, bench)
     code = exit_code(table_report.checks, strict)
