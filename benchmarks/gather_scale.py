@@ -3,8 +3,8 @@
 One real TCPStore (as rank 0 hosts it); a few publisher processes play the other ranks, each
 announcing and reporting for its share with the same keys a real rank uses, and each report is
 what the ranks family really returns for that rank's place in an 8-ranks-per-node job.
-Prints, per size: the gather (read every announcement and report) and the aggregation (one
-row per check, the cluster checks, rendering the table and the JSON).
+Prints, per size: the gather (read every announcement and report), the aggregation (one row
+per check and the cluster checks), and rendering the table and the JSON document.
 
     python benchmarks/gather_scale.py [--sizes 64,256,1024] [--publishers 4]
 """
@@ -80,12 +80,18 @@ def measure(world: int, publishers: int) -> dict[str, float]:
 
     t1 = time.perf_counter()
     results = [CheckResult.from_dict(d) for slot in sorted(reports) for d in reports[slot]]
-    rows = aggregate(results, {"ranks": "rank"}) + cluster_checks(job)
-    table = render(Report(rows, {"host": "node0"}), "table")
-    document = render(Report(results + rows[-6:], {"host": "node0"}), "json")
+    job_checks = cluster_checks(job)
+    rows = aggregate(results, {"ranks": "rank"}) + job_checks
     aggregated = time.perf_counter() - t1
+    t2 = time.perf_counter()
+    table = render(Report(rows, {"host": "node0"}), "table")
+    tabled = time.perf_counter() - t2
+    t3 = time.perf_counter()
+    document = render(Report(results + job_checks, {"host": "node0"}), "json")
+    jsoned = time.perf_counter() - t3
     return {"ranks": world, "publish_s": published, "gather_s": gathered,
-            "aggregate_s": aggregated, "results": len(results), "json_mb": len(document) / 1e6,
+            "aggregate_s": aggregated, "table_s": tabled, "json_s": jsoned,
+            "results": len(results), "json_mb": len(document) / 1e6,
             "table_lines": table.count("\n") + 1}
 
 
@@ -95,11 +101,13 @@ def main() -> None:
     parser.add_argument("--publishers", type=int, default=4)
     args = parser.parse_args()
     print(f"{'ranks':>6} {'results':>8} {'gather (s)':>11} {'aggregate (s)':>14} "
-          f"{'json (MB)':>10} {'table lines':>12} {'publish (s)':>12}")
+          f"{'table (s)':>10} {'json (s)':>9} {'json (MB)':>10} {'table lines':>12} "
+          f"{'publish (s)':>12}")
     for size in (int(s) for s in args.sizes.split(",")):
         m = measure(size, args.publishers)
         print(f"{m['ranks']:>6} {m['results']:>8} {m['gather_s']:>11.3f} {m['aggregate_s']:>14.3f} "
-              f"{m['json_mb']:>10.2f} {m['table_lines']:>12} {m['publish_s']:>12.2f}")
+              f"{m['table_s']:>10.3f} {m['json_s']:>9.3f} {m['json_mb']:>10.2f} "
+              f"{m['table_lines']:>12} {m['publish_s']:>12.2f}")
 
 
 if __name__ == "__main__":
