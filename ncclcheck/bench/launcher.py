@@ -39,7 +39,7 @@ class LaunchResult:
 
 def progress_mark(event: dict[str, Any]) -> int | None:
     """How far a rank got, as one number: 2*step when it started a size, 2*step+1 once it
-    passed the size's barrier and entered the timed loop."""
+    finished the size's warm-up and went on to the timed loop."""
     if event.get("event") == "start":
         return 2 * int(event["step"])
     if event.get("event") == "timed":

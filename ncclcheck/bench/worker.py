@@ -206,13 +206,16 @@ class RankSweep:
         if device.type == "cpu":
             work.wait()
             return
-        limit = time.monotonic() + self.config.collective_timeout
+        started = time.monotonic()
+        limit = started + self.config.collective_timeout
         while not work.is_completed():
-            if time.monotonic() > limit:
+            now = time.monotonic()
+            if now > limit:
                 _abort(dist)
                 raise CollectiveTimeout(
                     f"all-reduce did not complete within {self.config.collective_timeout:g} s")
-            time.sleep(0.0002)
+            if now - started > 0.01:  # spin first (timing precision), then stop burning a core
+                time.sleep(0.0002)
 
     def _fault(self, kind: str, step: int) -> Fault | None:
         fault = fault_for(self.faults, kind, self.rank)
@@ -225,14 +228,14 @@ class RankSweep:
         buf = torch.zeros(count, dtype=dtype, device=device)
         for _ in range(cfg.warmup):
             self._finish(dist, dist.all_reduce(buf, async_op=True), device)
-        self._finish(dist, dist.all_reduce(torch.zeros(1, device=device), async_op=True), device)
         if self._fault("hang", step):
             while True:  # stop answering: only the deadline and teardown end this
                 time.sleep(60)
         if self._fault("crash", step):
             os._exit(3)
-        # past the barrier: from here on, a rank that stops is the one the others wait for
+        # warmed up: a rank that stops after this mark is not the one the others wait for
         self.emit({"event": "timed", "rank": self.rank, "step": step, "bytes": nbytes})
+        self._finish(dist, dist.all_reduce(torch.zeros(1, device=device), async_op=True), device)
         slow = self._fault("slow", step)
         lag = 0.0
         work = None
