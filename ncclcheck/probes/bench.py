@@ -55,13 +55,17 @@ def _hardware(result: SweepResult, ctx: ProbeContext) -> Hardware:
 def _run(ctx: ProbeContext, opts: BenchOptions, fault: str) -> tuple[SweepResult | None, list[CheckResult]]:
     end, collective = _deadlines(ctx)
     if ctx.cluster is not None:
-        from ncclcheck.bench.sweep import agree_backend, run_on_cluster
-        backend = agree_backend(ctx.cluster, opts.backend, cuda_gpu_count(ctx.env), collective)
+        from ncclcheck.bench.sweep import absent_result, join_cluster, run_on_cluster
+        session = ctx.cluster
+        backend, missing = join_cluster(session, opts.backend, cuda_gpu_count(ctx.env), collective)
         config = _config(opts, backend, collective, end, fault)
-        progress = (Progress(config.sizes, 1, backend, world_size=ctx.cluster.world_size)
-                    if ctx.cluster.rank == 0 else None)
+        if missing:  # the sweep would only wait for them: name them and stop
+            return (absent_result(config, session.world_size, missing)
+                    if session.rank == 0 else None), []
+        progress = (Progress(config.sizes, 1, backend, world_size=session.world_size)
+                    if session.rank == 0 else None)
         try:
-            result = run_on_cluster(config, ctx.cluster, end, progress.update if progress else None)
+            result = run_on_cluster(config, session, end, progress.update if progress else None)
         finally:
             if progress:
                 progress.close()
