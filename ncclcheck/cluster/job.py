@@ -109,6 +109,8 @@ def cluster_outcome(families: list[str], ctx: ProbeContext, layout: Layout, fmt:
     session = ClusterSession(store, rank, int(layout.world_size), _local_rank(layout),
                              layout.node_rank, ctx.host, address, port, reporting=reporting)
     try:
+        if reporting:  # when rank 0 gives up waiting, as a wall-clock time the others can read
+            store.set(key("deadline"), repr(time.time() + ctx.remaining() - margin_s(ctx.timeout)))
         session.announce(identity(layout, ctx.host, ctx.env))
         results, bench = probe(families, ctx, session)
         session.store.set(key("report", session.slot), json.dumps(
@@ -154,10 +156,20 @@ def probe(families: list[str], ctx: ProbeContext,
     return results, probing.options.get("bench_data")
 
 
+def _verdict_wait_s(session: ClusterSession, ctx: ProbeContext) -> float:
+    """Until this rank's own deadline plus grace; longer when rank 0 started later and so
+    gathers later (its deadline, on its clock), but never past twice the timeout."""
+    own = ctx.remaining() + CLIENT_GRACE_S
+    if not session.store.check([key("deadline")]):
+        return own
+    rank0 = float(session.store.multi_get([key("deadline")])[0]) - time.time() + CLIENT_GRACE_S
+    return max(own, min(rank0, own + ctx.timeout))
+
+
 def _await_verdict(session: ClusterSession, ctx: ProbeContext, me: str) -> Outcome:
     """Other ranks: wait for rank 0's verdict until the deadline (plus grace), then leave."""
     try:
-        arrived = session.wait([key("done")], ctx.remaining() + CLIENT_GRACE_S)
+        arrived = session.wait([key("done")], _verdict_wait_s(session, ctx))
         verdict = json.loads(session.store.multi_get([key("done")])[0]) if arrived else None
         if verdict is not None:
             session.store.add(key("left"), 1)
