@@ -245,7 +245,7 @@ def busbw_check(result: SweepResult, rows: list[SizeRow], min_busbw: float | Non
                                "largest_bytes": rows[-1].bytes,
                                "largest_busbw_gbps": significant(rows[-1].busbw_gbps),
                                "avg_busbw_gbps": significant(average_busbw(rows))}
-    at = f"{peak.busbw_gbps:.2f} GB/s busbw (peak, at {format_size(peak.bytes)})"
+    at = f"{peak.busbw_gbps:.3g} GB/s busbw (peak, at {format_size(peak.bytes)})"
     if result.backend == "nccl":
         category = Category.P2P if nodes <= 1 else Category.NET_PLUGIN
         cause = ("Check GPU peer-to-peer: NCCL_P2P_DISABLE and NCCL_P2P_LEVEL unset, "
