@@ -281,3 +281,21 @@ def test_duplicate_gpu_detection_over_a_real_store():
         t.join(20)
     assert sorted(raised) == [0, 2]
     assert raised[0].startswith("ranks 0, 2 on node0 all use GPU GPU-aaaa")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("nranks", [1, 2, 3, 8, 64])
+def test_patterns_sum_exactly_to_the_expected_values(dtype, nranks):
+    """The correctness check's inputs and expected sums, in real torch tensors."""
+    import torch
+
+    from ncclcheck.bench.worker import _expected, _pattern, _tolerance
+
+    count = 1001
+    inputs = [_pattern(torch, r, count, getattr(torch, dtype), "cpu") for r in range(nranks)]
+    total = inputs[0].clone()
+    for tensor in inputs[1:]:
+        total += tensor  # accumulated in the dtype itself, as a ring all-reduce does
+    diff = (total.float() - _expected(torch, nranks, count, "cpu")).abs()
+    assert int((diff > _tolerance(dtype, nranks)).sum()) == 0
+    assert _tolerance(dtype, nranks) == 0.0  # every case here is exact
