@@ -14,8 +14,9 @@ import dataclasses
 import json
 import os
 import sys
+import threading
 import time
-from typing import Any, Mapping, NoReturn
+from typing import Any, Mapping
 
 from ncclcheck.context import ProbeContext
 from ncclcheck.launchers import Layout, read_layout
@@ -25,7 +26,7 @@ from ncclcheck.report import render, render_junit
 from .aggregate import aggregate, by_host
 from .checks import Gathered, cluster_checks
 from .identity import identity
-from .session import ClusterSession, StoreUnavailable, join_store, key
+from .session import STORE_THREAD, ClusterSession, StoreUnavailable, join_store, key
 
 CLIENT_GRACE_S = 5.0  # other ranks wait this long past their own deadline for rank 0
 ACK_WAIT_S = 2.0  # rank 0 keeps the store up this long for ranks still reading the verdict
@@ -71,12 +72,12 @@ class Outcome:
 
 
 def run_cluster(families: list[str], ctx: ProbeContext, layout: Layout, fmt: str,
-                junit: str | None, strict: bool) -> NoReturn:
-    """Run the job-wide check on this rank and exit with the job's status.
+                junit: str | None, strict: bool) -> int:
+    """Run the job-wide check on this rank; returns the job's exit code.
 
-    The exit is immediate (os._exit after flushing): a store client that never connected may
-    still be retrying inside torch, and an interpreter shutdown under it aborts the process
-    (exit 134 instead of 1)."""
+    When a store client that never connected is still retrying inside torch, an interpreter
+    shutdown under it aborts the process (exit 134 instead of 1), so then the exit is
+    immediate, after flushing."""
     outcome = cluster_outcome(families, ctx, layout, fmt, junit, strict)
     if outcome.stdout is not None:
         sys.stdout.write(outcome.stdout + "\n")
@@ -84,7 +85,9 @@ def run_cluster(families: list[str], ctx: ProbeContext, layout: Layout, fmt: str
         sys.stderr.write(outcome.note + "\n")
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(outcome.code)
+    if any(t.name == STORE_THREAD and t.is_alive() for t in threading.enumerate()):
+        os._exit(outcome.code)
+    return outcome.code
 
 
 def cluster_outcome(families: list[str], ctx: ProbeContext, layout: Layout, fmt: str,

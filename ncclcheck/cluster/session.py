@@ -23,6 +23,7 @@ from ncclcheck.model import Category
 
 PREFIX = "ncclcheck"
 POLL_S = 0.05
+STORE_THREAD = "ncclcheck-store"  # the thread that opens the store (it may outlive its deadline)
 
 
 class StoreUnavailable(Exception):
@@ -189,7 +190,7 @@ def open_store(address: str, port: int, is_server: bool, timeout: float) -> Any:
         except BaseException as exc:  # a store failure is a finding, not a traceback
             outcome["error"] = exc
 
-    worker = threading.Thread(target=target, name="ncclcheck-store", daemon=True)
+    worker = threading.Thread(target=target, name=STORE_THREAD, daemon=True)
     worker.start()
     worker.join(timeout + 1.0)
     error = outcome.get("error")
