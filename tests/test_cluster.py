@@ -12,10 +12,14 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
+import jsonschema
 import pytest
 
 pytestmark = pytest.mark.slow
+
+SCHEMA = Path(__file__).parents[1] / "docs" / "report.schema.json"
 
 LAUNCH_PREFIXES = ("RANK", "WORLD_SIZE", "LOCAL_", "NODE_RANK", "GROUP_", "MASTER_", "SLURM",
                    "OMPI_", "PMI_", "MPI_LOCAL", "PET_", "JSM_", "LSB_", "TORCHELASTIC", "NCCL_",
@@ -81,6 +85,7 @@ def test_four_healthy_ranks_one_report_from_rank_0():
     codes = [code for code, _, _ in outs]
     assert codes == [0, 0, 0, 0], outs
     doc = json.loads(outs[0][1])
+    jsonschema.validate(doc, json.loads(SCHEMA.read_text()))  # the one documented JSON shape
     assert doc["status"] == "pass"
     ranks_seen = {c["rank"] for c in doc["checks"] if c["id"].startswith("ranks.")}
     assert ranks_seen == {0, 1, 2, 3}
