@@ -32,36 +32,47 @@ def torchrun(tmp_path: Path, *ncclcheck_args: str) -> tuple[subprocess.Completed
     return proc, outputs
 
 
-def reports(outputs: dict) -> dict[int, dict]:
-    return {local: json.loads(text) for local, text in outputs.items() if text.strip()}
+def job_report(outputs: dict) -> dict:
+    """Under a launcher rank 0 prints the one report for the job; the other ranks print nothing
+    on stdout (a one-line note goes to stderr)."""
+    assert sorted(outputs) == [0, 1]
+    assert outputs[1].strip() == ""
+    return json.loads(outputs[0])
+
+
+def by_rank(report: dict, check_id: str) -> dict[int, dict]:
+    return {c["rank"]: c for c in report["checks"] if c["id"] == check_id}
 
 
 def test_both_ranks_report_a_consistent_layout(tmp_path):
     proc, outputs = torchrun(tmp_path, "ranks", "--format", "json")
     assert proc.returncode == 0, proc.stderr[-2000:]
-    docs = reports(outputs)
-    assert sorted(docs) == [0, 1]
-    for local, report in docs.items():
-        checks = {c["id"]: c for c in report["checks"]}
-        assert report["status"] == "pass"
-        assert checks["ranks.launcher"]["details"]["launcher"] == "torchrun"
-        assert checks["ranks.world_size"]["details"]["world_size"] == 2
-        assert checks["ranks.local_rank"]["details"]["local_rank"] == local
-        assert checks["ranks.rank"]["rank"] == local
-        assert checks["ranks.layout"]["summary"].startswith("expected layout 1 x 2 = 2")
+    report = job_report(outputs)
+    assert report["status"] == "pass"
+    for check_id in ("ranks.launcher", "ranks.world_size", "ranks.local_rank", "ranks.rank"):
+        assert sorted(by_rank(report, check_id)) == [0, 1], check_id
+    for rank, check in by_rank(report, "ranks.launcher").items():
+        assert check["details"]["launcher"] == "torchrun"
+    for rank, check in by_rank(report, "ranks.world_size").items():
+        assert check["details"]["world_size"] == 2
+    for rank, check in by_rank(report, "ranks.local_rank").items():
+        assert check["details"]["local_rank"] == rank
+    for check in by_rank(report, "ranks.layout").values():
+        assert check["summary"].startswith("expected layout 1 x 2 = 2")
+    reported = [c for c in report["checks"] if c["id"] == "cluster.reported"]
+    assert reported and reported[0]["status"] == "pass"
 
 
 def test_wrong_nodes_fails_on_every_rank(tmp_path):
     proc, outputs = torchrun(tmp_path, "ranks", "--format", "json", "--nodes", "2",
                              "--gpus-per-node", "2")
     assert proc.returncode != 0
-    docs = reports(outputs)
-    assert sorted(docs) == [0, 1]
-    for report in docs.values():
-        checks = {c["id"]: c for c in report["checks"]}
-        assert report["status"] == "fail"
-        assert checks["ranks.layout"]["status"] == "fail"
-        assert "--nodes 2" in checks["ranks.layout"]["summary"]
-        assert checks["ranks.world_size"]["status"] == "fail"
-        assert "2 x 2 = 4" in checks["ranks.world_size"]["summary"]
-        assert checks["ranks.world_size"]["category"] == "rank_mismatch"
+    report = job_report(outputs)
+    assert report["status"] == "fail"
+    layout = by_rank(report, "ranks.layout")
+    world = by_rank(report, "ranks.world_size")
+    assert sorted(layout) == sorted(world) == [0, 1]
+    for rank in (0, 1):
+        assert layout[rank]["status"] == "fail" and "--nodes 2" in layout[rank]["summary"]
+        assert world[rank]["status"] == "fail" and "2 x 2 = 4" in world[rank]["summary"]
+        assert world[rank]["category"] == "rank_mismatch"
