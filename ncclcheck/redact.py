@@ -12,11 +12,11 @@ from typing import Any, Mapping
 
 MASK = "***"
 
-SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "PASS", "CREDENTIAL",
-                "AUTH", "COOKIE", "SESSION", "PRIVATE", "CERT", "SIGNATURE", "DSN")
+SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL",
+                "AUTH", "COOKIE", "PRIVATE", "SIGNATURE")
 
 # Names that contain a secret word but hold nothing secret.
-NOT_SECRET = frozenset({"NCCL_IB_PKEY", "KEYTIPS", "PASSIVE"})
+NOT_SECRET = frozenset({"NCCL_IB_PKEY"})
 
 _ASSIGNMENT = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)=(\"[^\"]*\"|'[^']*'|\S+)")
 _MIN_VALUE_LEN = 6  # shorter values ("1", "true") are too common to scrub from free text

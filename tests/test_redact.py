@@ -14,7 +14,7 @@ def test_secret_names(name):
     assert is_secret_name(name)
 
 
-@pytest.mark.parametrize("name", ["RANK", "MASTER_ADDR", "NCCL_SOCKET_IFNAME", "NCCL_IB_PKEY",
+@pytest.mark.parametrize("name", ["RANK", "MASTER_ADDR", "NCCL_SOCKET_IFNAME", "NCCL_IB_PKEY", "pass",
                                   "PATH", "WORLD_SIZE"])
 def test_ordinary_names(name):
     assert not is_secret_name(name)
