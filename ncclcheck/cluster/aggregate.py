@@ -80,6 +80,9 @@ def row(check_id: str, members: list[CheckResult], scope: str) -> CheckResult:
     if status in (Status.PASS, Status.SKIP) or len(bad) == total:
         spread = (f"{status.value} on all {total} {unit}s" if total > 1
                   else f"{status.value} on the one {unit} that runs it")
+        if total > 1 and len({m.summary for m in members}) > 1:
+            # the wording differs per rank (its own rank number, its own role): say whose it is
+            spread += f"; as seen from {rep.host}" + (f" rank {rep.rank}" if rep.rank is not None else "")
         host = f"all {total} {unit}s" if total > 1 and status in (Status.PASS, Status.SKIP) else where
     else:
         spread = f"{status.value} on {len(bad)} of {total} {unit}s ({where})"
