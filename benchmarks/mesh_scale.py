@@ -19,7 +19,7 @@ def run(nodes: int, full_max: int) -> tuple[float, float, int]:
     import torch.distributed as dist
 
     from ncclcheck.cluster.session import ClusterSession
-    from ncclcheck.mesh import run_mesh
+    from ncclcheck.network.mesh import run_mesh
 
     server = dist.TCPStore("127.0.0.1", 0, nodes, True, timedelta(seconds=60),
                            wait_for_workers=False)

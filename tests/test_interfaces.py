@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from ncclcheck.interfaces import (Address, IfList, Interface, explain_nccl_choice,
+from ncclcheck.network.interfaces import (Address, IfList, Interface, explain_nccl_choice,
                                   gloo_interface_names, list_ib_ports, list_interfaces,
                                   parse_version, predict_gloo_interface, predict_gloo_interfaces,
                                   predict_nccl_bootstrap, predict_nccl_interfaces, propose_ifname,
@@ -186,7 +186,7 @@ def test_this_host_enumeration_is_consistent():
 
 def test_enumeration_falls_back_to_psutil(monkeypatch):
     """Without a usable libc getifaddrs the same facts come from psutil, in kernel order."""
-    import ncclcheck.interfaces as interfaces
+    import ncclcheck.network.interfaces as interfaces
 
     def broken():
         raise OSError("no getifaddrs")

@@ -3,7 +3,7 @@
 One namespace holds eth0 (a veth on the test bridge), ib0, enp1s0, docker0, virbr0, bond0 and an
 IPv6-only enp2s0 (dummy links standing in for NICs, which cannot exist here), eth1 (down, with
 an address) and eth2 (up, no address). For each environment a child process inside the
-namespace first predicts with ncclcheck.interfaces, then loads the nvidia-nccl-cu12 wheel's
+namespace first predicts with ncclcheck.network.interfaces, then loads the nvidia-nccl-cu12 wheel's
 libnccl.so.2 and calls ncclGetUniqueId with NCCL_DEBUG=INFO, whose "Bootstrap: Using <if>:<addr>"
 line (or "no socket interface found") is NCCL's own answer. Gloo's choice is read from the
 listening socket of a real torch ProcessGroupGloo.
@@ -26,7 +26,7 @@ PY = sys.executable
 
 NCCL_CHILD = r"""
 import ctypes, json, os, sys
-from ncclcheck.interfaces import (getaddrinfo_first, list_interfaces, predict_nccl_bootstrap,
+from ncclcheck.network.interfaces import (getaddrinfo_first, list_interfaces, predict_nccl_bootstrap,
                                   predict_nccl_interfaces)
 ifs = list_interfaces()
 env = dict(os.environ)
@@ -46,7 +46,7 @@ GLOO_CHILD = r"""
 import datetime, json, os, socket, sys
 import psutil
 import torch.distributed as dist
-from ncclcheck.interfaces import list_interfaces, predict_gloo_interfaces
+from ncclcheck.network.interfaces import list_interfaces, predict_gloo_interfaces
 ifs = list_interfaces()
 me = psutil.Process()
 def listening():

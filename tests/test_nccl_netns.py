@@ -47,5 +47,5 @@ def test_prefix_and_exclude_lists_in_a_namespace(netns_cluster):
     checks, _ = run_nccl(cluster, {"NCCL_SOCKET_IFNAME": "^lo"})
     boot = checks["nccl.bootstrap_interface"]
     assert boot["status"] == "pass" and boot["details"]["nccl_interfaces"] == ["ens5"]
-    # the network probe's own prediction (ncclcheck.interfaces) agrees with the library
+    # the network probe's own prediction (ncclcheck.network.interfaces) agrees with the library
     assert boot["details"]["predicted"] == "ens5"

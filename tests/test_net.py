@@ -16,12 +16,12 @@ from click.testing import CliRunner
 
 from ncclcheck.cli import cli
 from ncclcheck.context import ProbeContext
-from ncclcheck.interfaces import (Address, Interface, explain_nccl_choice,
+from ncclcheck.network.interfaces import (Address, Interface, explain_nccl_choice,
                                   predict_gloo_interfaces, predict_nccl_bootstrap)
 from ncclcheck.launchers import read_layout
-from ncclcheck.master import (Resolution, classify, ephemeral_range, reach, reserved_ports,
+from ncclcheck.network.master import (Resolution, classify, ephemeral_range, reach, reserved_ports,
                               resolve)
-from ncclcheck.mesh import Attempt, Endpoint, Listener, MeshOutcome, dial, plan_peers, run_mesh
+from ncclcheck.network.mesh import Attempt, Endpoint, Listener, MeshOutcome, dial, plan_peers, run_mesh
 from ncclcheck.probes.net import (Facts, MasterFacts, check_gloo_interface, check_master_addr,
                                   check_nccl_interface, consistency, master_role, mesh_result)
 
@@ -294,7 +294,7 @@ def test_nodes_disagreeing_on_interface_name_warn_once():
 
 
 def test_holder_command_lines_hide_secrets():
-    from ncclcheck.master import safe_cmdline
+    from ncclcheck.network.master import safe_cmdline
     shown = safe_cmdline(["server", "--token", "abc123secret", "--api-key=xyz987654", "--port",
                           "29500"])
     assert "abc123secret" not in shown and "xyz987654" not in shown and "--port 29500" in shown

@@ -178,7 +178,7 @@ def check_torch_nccl(answer: LibraryAnswer | None) -> CheckResult:
 def local_interfaces() -> dict[str, list[str]]:
     """Interfaces that are up and running, with their addresses, in this network namespace."""
     try:
-        from ncclcheck.interfaces import list_interfaces
+        from ncclcheck.network.interfaces import list_interfaces
         return {i.name: [a.address for a in i.addresses] for i in list_interfaces()
                 if i.up and i.running and i.addresses}
     except ImportError:
@@ -194,7 +194,7 @@ def local_interfaces() -> dict[str, list[str]]:
 def predicted_bootstrap(env, version: NcclVersion | None) -> tuple[str | None, bool]:
     """(interface the network probe predicts, whether a prediction exists at all)."""
     try:
-        from ncclcheck.interfaces import list_interfaces, predict_nccl_bootstrap
+        from ncclcheck.network.interfaces import list_interfaces, predict_nccl_bootstrap
     except ImportError:
         return None, False
     try:

@@ -2,7 +2,7 @@
 and (cluster mode) the node-to-node mesh.
 
 Node scope: in cluster mode only each node's leader runs it. The interface prediction is pure
-(ncclcheck.interfaces); this module only gathers the facts and judges them.
+(ncclcheck.network.interfaces); this module only gathers the facts and judges them.
 """
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ from importlib import metadata
 from typing import Any, Sequence
 
 from ncclcheck.context import ProbeContext
-from ncclcheck.interfaces import (Interface, NcclPrediction, SocketChoice, dead_entries,
+from ncclcheck.network.interfaces import (Interface, NcclPrediction, SocketChoice, dead_entries,
                                   explain_nccl_choice,
                                   find, gloo_interface_names, ifname_setting, list_ib_ports,
                                   list_interfaces, predict_gloo_interfaces, predict_nccl_bootstrap,
                                   propose_ifname, tp_interface_name, with_nccl_conf, IfList,
                                   socket_family)
 from ncclcheck.launchers import Layout, read_layout
-from ncclcheck.master import (Resolution, check_port, ephemeral_range, is_local_address,
+from ncclcheck.network.master import (Resolution, check_port, ephemeral_range, is_local_address,
                               reach, reserved_ports, resolve, route_interface)
 from ncclcheck.model import Category, CheckResult, errored, failed, passed, skipped, warned
 
@@ -537,7 +537,7 @@ def cluster_checks(facts: Facts) -> list[CheckResult]:
     if facts.bootstrap is None:
         return [skipped("net.mesh", "no mesh: NCCL has no interface on this node "
                                     "(see net.nccl_interface)")]
-    from ncclcheck.mesh import FULL_MESH_MAX, run_mesh
+    from ncclcheck.network.mesh import FULL_MESH_MAX, run_mesh
     iface = find(facts.interfaces, facts.bootstrap.name)
     full_max = int(facts.ctx.option("mesh_full_max") or FULL_MESH_MAX)
     budget = max(0.5, facts.ctx.remaining() - 0.5)

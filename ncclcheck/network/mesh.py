@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Sequence
 
-from ncclcheck.master import open_connection
+from ncclcheck.network.master import open_connection
 
 MAGIC = "ncclcheck-mesh/1"
 FULL_MESH_MAX = 32

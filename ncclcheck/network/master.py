@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from ncclcheck.interfaces import Interface, interface_for_address
+from ncclcheck.network.interfaces import Interface, interface_for_address
 
 PORT_RANGE_FILE = "/proc/sys/net/ipv4/ip_local_port_range"
 RESERVED_PORTS_FILE = "/proc/sys/net/ipv4/ip_local_reserved_ports"
