@@ -296,3 +296,16 @@ def signature(id: str) -> Signature:
 
 def all_signatures() -> tuple[Signature, ...]:
     return load()
+
+
+def catalogue_fix(signature_id: str, fallback: str, here: str = "",
+                  facts: Mapping[str, Any] | None = None) -> str:
+    """For probes: the catalogue's fix for ``signature_id`` followed by ``here`` (this host's
+    specifics), so a problem found before a run reads the same as in a failed run's log;
+    ``fallback`` when the catalogue lacks the signature."""
+    try:
+        text = signature(signature_id).render(dict(facts or {}))[1].strip()
+    except UnknownSignature:
+        text = ""
+    text = text or fallback
+    return f"{text} {here}".strip() if here else text

@@ -18,7 +18,7 @@ from ncclcheck.model import Category, Status
 from ncclcheck.ncclib import known_names as names
 from ncclcheck.ncclib.config_files import Setting, writable_target
 from ncclcheck.ncclib.version import NcclVersion, parse_label
-from ncclcheck.ncclib.wording import catalogue_fix
+from ncclcheck.explain.catalogue import catalogue_fix
 from ncclcheck.redact import MASK, is_secret_name
 
 MAX_SOCKETS = 64  # NCCL's MAX_SOCKETS: NTHREADS x NSOCKS_PERTHREAD may not exceed it

@@ -149,9 +149,9 @@ class Listener:
                 line = _read_line(conn)
                 parts = line.split()
                 if len(parts) == 3 and parts[0] == MAGIC and parts[1] == self.nonce:
+                    with self._lock:  # recorded before answering: once the dialler has its
+                        self.accepted[int(parts[2])] = peer  # answer, the accept is counted
                     conn.sendall(f"{MAGIC} ok {self.rank}\n".encode())
-                    with self._lock:
-                        self.accepted[int(parts[2])] = peer
                     return
             except (OSError, ValueError, UnicodeDecodeError):
                 pass

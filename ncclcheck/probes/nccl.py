@@ -21,7 +21,7 @@ from ncclcheck.ncclib.plugins import KINDS, PluginSearch, find_plugins, judge, s
 from ncclcheck.ncclib.search import ldconfig_cache
 from ncclcheck.ncclib.settings import LintFacts, Verdict, lint
 from ncclcheck.ncclib.version import NcclVersion, from_torch_tuple, parse_label
-from ncclcheck.ncclib.wording import catalogue_fix
+from ncclcheck.explain.catalogue import catalogue_fix
 
 LOAD_TIMEOUT = 20.0  # seconds the child may take; less when the command deadline is nearer
 SYS_INFINIBAND = "/sys/class/infiniband"

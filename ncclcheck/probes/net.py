@@ -22,9 +22,11 @@ from ncclcheck.network.interfaces import (Interface, NcclPrediction, SocketChoic
 from ncclcheck.launchers import Layout, read_layout
 from ncclcheck.network.master import (Resolution, check_port, ephemeral_range, is_local_address,
                               reach, reserved_ports, resolve, route_interface)
+from ncclcheck.explain.catalogue import catalogue_fix
 from ncclcheck.model import Category, CheckResult, errored, failed, passed, skipped, warned
 
 IFACE = Category.INTERFACE
+NO_IFACE_SIG = "nccl.no_socket_interface"  # catalogue signature for NCCL finding no interface
 NO_INTERFACE = "Bootstrap : no socket interface found"
 
 
@@ -248,14 +250,18 @@ def check_nccl_interface(facts: Facts) -> CheckResult:
             if down:
                 fix = (f"Bring {', '.join(down)} up (`ip link set {down[0]} up`), or change "
                        f"it. {fix}")
-            return failed("net.nccl_interface", summary, fix, IFACE, reasons=reasons, **details)
+            fix = catalogue_fix(NO_IFACE_SIG, fix, f"Here: {fix}")
+            return failed("net.nccl_interface", summary, fix, IFACE, reasons=reasons,
+                          signature=NO_IFACE_SIG, **details)
         family = facts.env.get("NCCL_SOCKET_FAMILY")
         summary = (f"no interface is up with an {'IPv6' if family == 'AF_INET6' else 'IP'} "
                    f"address: NCCL will fail with '{NO_INTERFACE}'")
         fix = _propose(facts)
         if socket_family(facts.env):
             fix = f"Unset NCCL_SOCKET_FAMILY={family}, or give an interface such an address. " + fix
-        return failed("net.nccl_interface", summary, fix, IFACE, **details)
+        fix = catalogue_fix(NO_IFACE_SIG, fix, f"Here: {fix}")
+        return failed("net.nccl_interface", summary, fix, IFACE, signature=NO_IFACE_SIG,
+                      **details)
     boot = facts.bootstrap
     others = [n for n in facts.nccl.names if n != boot.name]
     also = f" (sockets also on {', '.join(others)})" if others else ""
@@ -302,7 +308,9 @@ def check_gloo_interface(facts: Facts) -> CheckResult:
                    f"{f', e.g. GLOO_SOCKET_IFNAME={nccl}' if nccl else ''}. "
                    f"This host's interfaces: "
                    f"{_listing([i for i in facts.interfaces if i.addresses])}")
-            return failed("net.gloo_interface", summary, fix, IFACE, **details)
+            fix = catalogue_fix("gloo.unknown_interface", fix, f"Here: {fix}")
+            return failed("net.gloo_interface", summary, fix, IFACE,
+                          signature="gloo.unknown_interface", **details)
     gloo = facts.gloo_first
     if gloo is None:  # unreachable in practice: the fallback is loopback
         return skipped("net.gloo_interface", "Gloo's interface could not be predicted", **details)
@@ -465,9 +473,11 @@ def _port_on_master(facts: Facts, port: int, details: dict[str, Any]) -> CheckRe
     suggestion = _free_port_outside(low_high)
     if not state.free and (strangers or not ours):
         who = ", ".join(h.describe() for h in strangers) or "a process this user cannot see"
+        here = (f"Here: stop that process, or choose another MASTER_PORT on every rank (e.g. "
+                f"MASTER_PORT={suggestion}).")
         return failed(cid, f"MASTER_PORT={port} is already in use on this host by {who}",
-                      f"Stop that process, or choose another MASTER_PORT on every rank (e.g. "
-                      f"MASTER_PORT={suggestion}).", Category.PORT_IN_USE, **details)
+                      catalogue_fix("torch.store_port_in_use", here, here, {"port": port}),
+                      Category.PORT_IN_USE, signature="torch.store_port_in_use", **details)
     if not state.free:
         summary = f"MASTER_PORT={port} is held by {ours[0].relation} ({ours[0].describe()})"
     else:
