@@ -32,7 +32,9 @@ def counts_line(data: dict[str, Any]) -> str:
 
 def single_origin(data: dict[str, Any]) -> bool:
     """True when every check comes from one host and rank (no need for a 'where' column)."""
-    return len({(c.get("host"), c.get("rank")) for c in data["checks"]}) <= 1
+    hosts = {c.get("host") for c in data["checks"]}
+    ranks = {c.get("rank") for c in data["checks"]} - {None}
+    return len(hosts) <= 1 and len(ranks) <= 1
 
 
 def grouped_fixes(data: dict[str, Any]) -> list[tuple[list[dict[str, Any]], str]]:
