@@ -64,6 +64,17 @@ def test_versions_name_the_odd_node_out():
     assert "NCCL 2.20.5" in result.fix
 
 
+def test_the_library_reported_nccl_version_wins_over_what_ranks_announced():
+    """Every rank announced NCCL 2.20.5 (torch's view when it joined), but node2's libnccl
+    itself answered 2.18.1 in its nccl.version check: that node is named."""
+    members = [member(r, f"node{r // 4}", r % 4) for r in range(12)]
+    gathered = Gathered(12, members, {m["slot"] for m in members}, 4,
+                        nccl_by_host={"node0": "2.20.5", "node1": "2.20.5", "node2": "2.18.1"})
+    result = by_id(cluster_checks(gathered))["cluster.versions"]
+    assert result.status == Status.FAIL and result.details["odd_hosts"] == ["node2"]
+    assert members[8]["versions"]["nccl"] == "2.20.5"  # the announcements are left as they were
+
+
 def test_two_nodes_tie_takes_rank_0s_node_as_the_reference():
     members = healthy()
     for m in members[4:]:

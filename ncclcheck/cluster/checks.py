@@ -27,6 +27,9 @@ class Gathered:
     members: list[dict[str, Any]]  # identities of every process that connected
     reported_slots: set[int] = field(default_factory=set)
     local_world_size: int | None = None  # rank 0's, to place ranks that never connected
+    # host -> the version each node's libnccl itself reported (the nccl.version check); more
+    # exact than what a rank can tell when it joins (torch's view or the wheel's metadata)
+    nccl_by_host: dict[str, str] = field(default_factory=dict)
 
     def reported(self) -> list[dict[str, Any]]:
         return [m for m in self.members if m.get("slot") in self.reported_slots]
@@ -214,7 +217,9 @@ def check_versions(job: Gathered) -> CheckResult:
     (ties: the hosts that differ from rank 0's)."""
     per_host: dict[str, dict[str, Any]] = {}
     for m in job.members:
-        per_host.setdefault(m.get("host") or "unknown host", m.get("versions") or {})
+        per_host.setdefault(m.get("host") or "unknown host", dict(m.get("versions") or {}))
+    for host, version in job.nccl_by_host.items():
+        per_host.setdefault(host, {})["nccl"] = version
     ref_host = (job.reference or {}).get("host")
     mismatches = []
     for name, title in VERSION_NAMES.items():

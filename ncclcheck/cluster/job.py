@@ -221,6 +221,8 @@ def _report_job(session: ClusterSession, ctx: ProbeContext, layout: Layout,
         everything += [CheckResult.from_dict(d) for d in reports[slot]]
     if not reports:  # rank 0's own report is always there unless the store misbehaved
         everything = own
+    job.nccl_by_host = {r.host: str(r.details["version"]) for r in everything
+                        if r.id == "nccl.version" and r.host and r.details.get("version")}
     store_row = passed("cluster.store", f"store at {session.address}:{session.port} hosted by "
                        f"rank 0 on {ctx.host}; {len(job.members)} process(es) connected",
                        address=session.address, port=session.port, connected=len(job.members))
