@@ -16,6 +16,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from procs import collect
 
 pytestmark = pytest.mark.slow
 
@@ -62,17 +63,7 @@ def start(rank: int, world: int, port: int, timeout: float = 30, fmt: str = "jso
 
 
 def finish(procs: list[subprocess.Popen], limit: float = 90) -> list[tuple[int, str, str]]:
-    outs = []
-    try:
-        for proc in procs:
-            out, err = proc.communicate(timeout=limit)
-            outs.append((proc.returncode, out, err))
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
-    return outs
+    return collect(procs, limit)
 
 
 def check(doc: dict, check_id: str) -> dict:

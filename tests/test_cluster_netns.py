@@ -14,6 +14,7 @@ import sys
 
 import pytest
 from test_cluster_recipes import recipe
+from procs import collect
 
 pytestmark = [pytest.mark.netns, pytest.mark.slow]
 
@@ -50,17 +51,7 @@ def run_job(cluster, nodes: int, envs: list[dict[str, str]], timeout: float = 40
     for i in range(nodes):
         argv = node_command(nodes, i, master, timeout)
         procs.append(cluster.popen(i, argv, hostname=f"node{i}", env=envs[i]))
-    outs = []
-    try:
-        for proc in procs:
-            out, err = proc.communicate(timeout=timeout + 60)
-            outs.append((proc.returncode, out, err))
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
-    return outs
+    return collect(procs, timeout + 60)
 
 
 def check(doc: dict, check_id: str) -> dict:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from procs import collect
 
 pytestmark = pytest.mark.slow
 
@@ -70,17 +71,7 @@ def quick(argv: list[str]) -> list[str]:
 
 
 def communicate(procs: list[subprocess.Popen]) -> list[tuple[int, str, str]]:
-    outs = []
-    try:
-        for proc in procs:
-            out, err = proc.communicate(timeout=LIMIT)
-            outs.append((proc.returncode, out, err))
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
-    return outs
+    return collect(procs, LIMIT)
 
 
 def test_torchrun_single_node_recipe():
