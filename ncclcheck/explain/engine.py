@@ -38,11 +38,13 @@ class Explanation:
         return any(not f.signature.warning for f in self.findings)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        """The explanation as data, secrets masked (every renderer reads this)."""
+        from ncclcheck.redact import redact_value_tree
+        return redact_value_tree({
             "findings": [f.to_dict() for f in self.findings],
             "nccl": self.nccl,
             "files": self.files,
-        }
+        })
 
 
 class Matcher:
