@@ -320,9 +320,11 @@ def _declarations():
                   (Category.DUPLICATE_GPU, Category.TIMEOUT, Category.CONNECTION,
                    Category.RANK_MISMATCH, Category.CUDA, Category.OUT_OF_MEMORY,
                    Category.RANK_CRASHED, Category.CONFIGURATION, Category.OTHER),
-                  fails_when="a rank raised (named, with the kind of error as category), two "
-                             "ranks share one GPU, a rank never joined, stopped answering or "
-                             "died, any element of any result was wrong (the ranks that fed a "
+                  fails_when="a rank raised (named, with the kind of error as category: "
+                             "timeout, connection, cuda, out_of_memory, or rank_mismatch for a "
+                             "LOCAL_RANK without a GPU of its own), two ranks share one GPU, a "
+                             "rank never joined or stopped answering (timeout) or died "
+                             "(rank_crashed, with its exit status and stderr tail), any element of any result was wrong (the ranks that fed a "
                              "bad input are named), or --backend nccl without a visible GPU",
                   warns_when="the deadline stopped the sweep before its largest size",
                   doc="Every element of every all-reduce is checked against the exact expected "
@@ -330,7 +332,7 @@ def _declarations():
         CheckSpec("bench.busbw", "the peak bus bandwidth", (Category.P2P, Category.NET_PLUGIN,
                                                             Category.OTHER),
                   fails_when="the peak busbw is below --min-busbw",
-                  warns_when="without --min-busbw, the peak busbw is far below the built-in "
+                  warns_when="without --min-busbw, the peak busbw is below half the built-in "
                              "reference for the detected hardware",
                   doc="busbw = algbw x 2(n-1)/n, as nccl-tests computes it. The category points "
                       "at the likely cause: p2p on one node, net_plugin across nodes, other for "
