@@ -319,9 +319,6 @@ def check_master(layout: Layout, expected: Expected) -> CheckResult:
 
 # -- declarations: every check this family reports (``ncclcheck checks``, docs/ranks.md) ------
 def _declarations():
-    from ncclcheck.lightning.custom import CHECKS as CLUSTER_ENV_CHECKS
-    from ncclcheck.lightning.preflight import CHECKS as PREFLIGHT_CHECKS
-    from ncclcheck.lightning.trainer_view import CHECKS as TRAINER_CHECKS
     from ncclcheck.registry import CheckSpec
 
     config = Category.CONFIGURATION
@@ -377,7 +374,16 @@ def _declarations():
                              "1..65535",
                   warns_when="they are missing under Slurm / MPI / LSF, which do not set them"),
     )
-    return own + TRAINER_CHECKS + CLUSTER_ENV_CHECKS + PREFLIGHT_CHECKS
+    return own
 
 
-CHECKS = _declarations()
+def _lightning_declarations():
+    """The ranks.lightning.* and ranks.cluster_env.* checks, declared in ncclcheck.lightning."""
+    from ncclcheck.lightning.custom import CHECKS as CLUSTER_ENV_CHECKS
+    from ncclcheck.lightning.preflight import CHECKS as PREFLIGHT_CHECKS
+    from ncclcheck.lightning.trainer_view import CHECKS as TRAINER_CHECKS
+
+    return TRAINER_CHECKS + CLUSTER_ENV_CHECKS + PREFLIGHT_CHECKS
+
+
+CHECKS = _declarations() + _lightning_declarations()
