@@ -191,6 +191,34 @@ def nccl(fmt, junit, timeout, strict, nodes, gpus_per_node, nccl_lib) -> None:
 
 
 @cli.command()
+@click.argument("check_id", required=False, metavar="[ID]")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+              help="Output format; json prints exactly one document.")
+def checks(check_id, fmt) -> None:
+    """List every check the probes can report, or print one in full.
+
+    ID is a check id (net.nccl_interface), an id a pattern covers (nccl.setting.NCCL_DEBUG)
+    or the pattern itself (nccl.setting.*).
+
+    \b
+    Examples:
+      ncclcheck checks
+      ncclcheck checks net.nccl_interface
+      ncclcheck checks --format json
+    """
+    from ncclcheck.registry import UnknownCheck, load_registry
+    from ncclcheck.registry_render import render_list, render_one
+    registry = load_registry()
+    if check_id is None:
+        click.echo(render_list(registry.specs, fmt))
+        return
+    try:
+        click.echo(render_one(registry.lookup(check_id), fmt))
+    except UnknownCheck as exc:
+        raise UsageFailure(str(exc)) from None
+
+
+@cli.command()
 @click.argument("paths", nargs=-1, metavar="[PATH ...]")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
               help="Output format; json prints exactly one document.")

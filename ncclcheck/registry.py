@@ -40,3 +40,81 @@ class CheckSpec:
             stem = self.id[:-1]
             return check_id.startswith(stem) and len(check_id) > len(stem)
         return check_id == self.id
+
+
+# Modules whose ``CHECKS`` together declare every check. A family's main module re-exports
+# the checks of the modules its functions live in; the job-wide rows live with the gather.
+# tests/test_registry.py fails when a module defines CHECKS that no entry here reaches.
+DECLARING_MODULES: tuple[str, ...] = (
+    "ncclcheck.probes.ranks",
+    # The net and nccl declarations, written ahead of those families' modules: when
+    # ncclcheck.probes.net and ncclcheck.probes.nccl export CHECKS, they replace this entry.
+    "ncclcheck.probes._pending_net_nccl_checks",
+    "ncclcheck.probes.bench",
+    "ncclcheck.cluster.checks",
+    "ncclcheck.cluster.job",
+)
+
+
+class UnknownCheck(LookupError):
+    """An id or pattern that no declared check answers to."""
+
+
+def probe_error_spec(family: str) -> CheckSpec:
+    """The row ``run_family`` reports when a family crashes or misses the deadline."""
+    return CheckSpec(
+        f"{family}.probe", f"the {family} probe family ran to completion",
+        (Category.TIMEOUT, Category.OTHER),
+        fails_when=f"errors when the {family} family raised an exception (the row names it) or "
+                   "did not finish before --timeout (timeout)",
+        doc="Not a check of the host: it stands in for the family's own checks when they could "
+            "not run, so a crash or a hang is reported instead of hidden.")
+
+
+@dataclass(frozen=True)
+class Registry:
+    """Every declared check, in declaration order."""
+
+    specs: tuple[CheckSpec, ...]
+
+    def duplicates(self) -> list[str]:
+        seen: set[str] = set()
+        return sorted({s.id for s in self.specs if s.id in seen or seen.add(s.id)})
+
+    def find(self, check_id: str) -> CheckSpec | None:
+        """The spec an emitted id belongs to: an exact id first, then a ``.*`` family."""
+        exact = next((s for s in self.specs if s.id == check_id), None)
+        return exact or next((s for s in self.specs if s.matches(check_id)), None)
+
+    def lookup(self, query: str) -> CheckSpec:
+        """One spec by id, by a ``.*`` pattern's own id, or by an id the pattern covers."""
+        found = self.find(query)
+        if found is None:
+            close = ", ".join(self.close_ids(query)) or "none"
+            raise UnknownCheck(f"no check {query!r} (close: {close}; list them with "
+                               "`ncclcheck checks`)")
+        return found
+
+    def close_ids(self, query: str, limit: int = 3) -> list[str]:
+        import difflib
+        ids = [s.id for s in self.specs]
+        close = difflib.get_close_matches(query, ids, n=limit, cutoff=0.5)
+        stem = query.rstrip(".*")
+        prefixed = [i for i in ids if stem and i.startswith(stem) and i not in close]
+        return (close + prefixed)[:limit]
+
+    def family(self, name: str) -> tuple[CheckSpec, ...]:
+        return tuple(s for s in self.specs if s.family == name)
+
+
+def load_registry() -> Registry:
+    """Import the declaring modules (none imports torch) and the generic probe rows."""
+    import importlib
+
+    from ncclcheck.probes import FAMILY_NAMES
+
+    specs: list[CheckSpec] = []
+    for module in DECLARING_MODULES:
+        specs.extend(importlib.import_module(module).CHECKS)
+    specs.extend(probe_error_spec(name) for name in FAMILY_NAMES)
+    return Registry(tuple(specs))

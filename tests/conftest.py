@@ -51,3 +51,58 @@ def clean_env(monkeypatch):
         if name.startswith(prefixes):
             monkeypatch.delenv(name, raising=False)
     return monkeypatch
+
+
+# -- every check id a probe reports in this session must be declared in the registry ----------
+PACKAGE = Path(__file__).resolve().parents[1] / "ncclcheck"
+# These re-emit ids that came from elsewhere (a rank's report, the rows being summed).
+_PASSING_ON = (PACKAGE / "model.py", PACKAGE / "cluster" / "aggregate.py")
+
+
+def _origin(frame) -> str | None:
+    """Where ncclcheck's own code made a CheckResult, or None when a test (or a re-emitter)
+    made it: tests build results with made-up ids on purpose."""
+    while frame is not None:
+        path = Path(frame.f_code.co_filename)
+        if frame.f_code.co_name == "from_dict":
+            return None
+        if path.name.startswith("<") or path == _PASSING_ON[0]:  # dataclass __init__, model.py
+            frame = frame.f_back
+            continue
+        if PACKAGE not in path.parents or path in _PASSING_ON:
+            return None
+        return f"{path.relative_to(PACKAGE.parent)}:{frame.f_lineno}"
+    return None
+
+
+def pytest_configure(config):
+    from ncclcheck.model import CheckResult
+
+    emitted: dict[str, str] = {}
+    original = CheckResult.__post_init__
+
+    def recording_post_init(self) -> None:
+        original(self)
+        where = _origin(sys._getframe(1))
+        if where is not None:
+            emitted.setdefault(self.id, where)
+
+    CheckResult.__post_init__ = recording_post_init
+    config.stash[_EMITTED] = emitted
+
+
+_EMITTED = pytest.StashKey[dict]()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    emitted = session.config.stash.get(_EMITTED, {})
+    if not emitted:
+        return
+    from ncclcheck.registry import load_registry
+    registry = load_registry()
+    unknown = {i: where for i, where in emitted.items() if registry.find(i) is None}
+    if unknown:
+        lines = "\n".join(f"  {i} (made at {where})" for i, where in sorted(unknown.items()))
+        session.config.get_terminal_writer().line(
+            f"check ids reported during the tests but declared by no CHECKS:\n{lines}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

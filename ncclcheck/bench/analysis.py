@@ -309,3 +309,39 @@ def straggler_check(result: SweepResult, rows: list[SizeRow]) -> CheckResult | N
                   f"Look at what else runs on {who}: CPU load and binding (top, numactl, "
                   "OMP_NUM_THREADS), GPU clocks and throttling (nvidia-smi -q -d PERFORMANCE)."
                   + _fault_note(result), Category.OTHER, **details)
+
+
+# -- declarations: the checks above, for the registry (re-exported by ncclcheck.probes.bench) --
+def _declarations():
+    from ncclcheck.registry import CheckSpec
+
+    return (
+        CheckSpec("bench.allreduce", "every rank completed every size with correct values",
+                  (Category.DUPLICATE_GPU, Category.TIMEOUT, Category.CONNECTION,
+                   Category.RANK_MISMATCH, Category.CUDA, Category.OUT_OF_MEMORY,
+                   Category.RANK_CRASHED, Category.CONFIGURATION, Category.OTHER),
+                  fails_when="a rank raised (named, with the kind of error as category: "
+                             "timeout, connection, cuda, out_of_memory, or rank_mismatch for a "
+                             "LOCAL_RANK without a GPU of its own), two ranks share one GPU, a "
+                             "rank never joined or stopped answering (timeout) or died "
+                             "(rank_crashed, with its exit status and stderr tail), any element of any result was wrong (the ranks that fed a "
+                             "bad input are named), or --backend nccl without a visible GPU",
+                  warns_when="the deadline stopped the sweep before its largest size",
+                  doc="Every element of every all-reduce is checked against the exact expected "
+                      "value, as nccl-tests' #wrong column."),
+        CheckSpec("bench.busbw", "the peak bus bandwidth", (Category.P2P, Category.NET_PLUGIN,
+                                                            Category.OTHER),
+                  fails_when="the peak busbw is below --min-busbw",
+                  warns_when="without --min-busbw, the peak busbw is below half the built-in "
+                             "reference for the detected hardware",
+                  doc="busbw = algbw x 2(n-1)/n, as nccl-tests computes it. The category points "
+                      "at the likely cause: p2p on one node, net_plugin across nodes, other for "
+                      "Gloo."),
+        CheckSpec("bench.straggler", "no rank makes the others wait", (Category.OTHER,),
+                  warns_when="a rank (or a whole node) arrived late at every all-reduce while "
+                             "the others waited",
+                  doc="Reported for two ranks or more, from each rank's arrival lag."),
+    )
+
+
+CHECKS = _declarations()

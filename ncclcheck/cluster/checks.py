@@ -247,3 +247,42 @@ def check_versions(job: Gathered) -> CheckResult:
                   + ", ".join(f"{m['title']} {m['usual']}" for m in mismatches) + ".",
                   Category.VERSION_MISMATCH, mismatches=mismatches, odd_hosts=odd_hosts,
                   where=", ".join(odd_hosts))
+
+
+# -- declarations: the job-wide checks above, for the registry (``ncclcheck checks``) ----------
+def _declarations():
+    from ncclcheck.registry import CheckSpec
+
+    return (
+        CheckSpec("cluster.reported", "every rank delivered its report to rank 0",
+                  (Category.RANK_CRASHED, Category.TIMEOUT),
+                  fails_when="a rank never reported: connected and then stopped (rank_crashed), "
+                             "or never connected (timeout); each is named with its host or the "
+                             "node it was expected on",
+                  doc="Cluster mode only, as every cluster.* check: rank 0 gathers every rank's "
+                      "report within --timeout."),
+        CheckSpec("cluster.rank_ids", "global ranks are unique and in range",
+                  (Category.RANK_MISMATCH,),
+                  fails_when="two processes claim one RANK, or a RANK is outside "
+                             "0..WORLD_SIZE-1 (WORLD_SIZE as rank 0 sees it)"),
+        CheckSpec("cluster.local_ranks", "local ranks are distinct on each host",
+                  (Category.RANK_MISMATCH,),
+                  fails_when="two processes on one host share a LOCAL_RANK (and so a GPU)"),
+        CheckSpec("cluster.hosts", "every host runs the same number of ranks",
+                  (Category.RANK_MISMATCH,),
+                  fails_when="hosts run different numbers of ranks (the odd hosts are named)"),
+        CheckSpec("cluster.settings", "job settings are identical on every rank",
+                  (Category.RANK_MISMATCH, Category.CONFIGURATION),
+                  fails_when="WORLD_SIZE (or the launcher's own world-size variable; "
+                             "rank_mismatch), MASTER_*, NCCL_* or GLOO_* differ from rank 0's "
+                             "(configuration)",
+                  warns_when="rank 0's identity is missing, so nothing could be compared"),
+        CheckSpec("cluster.versions", "library versions are the same on every node",
+                  (Category.VERSION_MISMATCH,),
+                  fails_when="Python, torch, torch's CUDA, NCCL (as each node's library reports "
+                             "it) or the NVIDIA driver differ between hosts; the odd host out is "
+                             "the one in the minority"),
+    )
+
+
+CHECKS = _declarations()

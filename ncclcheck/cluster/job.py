@@ -311,3 +311,26 @@ def _store_failure(families: list[str], ctx: ProbeContext, layout: Layout,
         with open(junit, "w", encoding="utf-8") as handle:
             handle.write(render_junit(report))
     return Outcome(exit_code(report.checks, strict), stdout=render(report, fmt))
+
+
+# -- declarations: the row this module reports, for the registry (``ncclcheck checks``) --------
+def _declarations():
+    from ncclcheck.registry import CheckSpec
+
+    return (
+        CheckSpec("cluster.store", "the ranks met at rank 0's report store",
+                  (Category.CONFIGURATION, Category.NAME_RESOLUTION, Category.PORT_IN_USE,
+                   Category.CONNECTION),
+                  fails_when="MASTER_ADDR does not resolve (name_resolution), rank 0 cannot "
+                             "open the store because its port is taken (port_in_use) or "
+                             "MASTER_ADDR is not its host, or a rank cannot reach the store "
+                             "(connection)",
+                  warns_when="MASTER_ADDR / MASTER_PORT are missing, so each process reports on "
+                             "itself only",
+                  doc="A process that cannot join the job prints its own report with this row "
+                      "in it; rank 0's job report carries it as a passing row with the store's "
+                      "address."),
+    )
+
+
+CHECKS = _declarations()

@@ -18,6 +18,9 @@ class KubeflowLauncher(Launcher):
 
     name = "kubeflow"
     title = "Kubeflow PyTorchJob"
+    variables: tuple[str, ...] = ("PET_NODE_RANK", "PET_NNODES", "PET_NPROC_PER_NODE",
+                                   "PET_MASTER_ADDR", "RANK", "WORLD_SIZE", "MASTER_ADDR",
+                                   "MASTER_PORT")
 
     @staticmethod
     def detect(env: Mapping[str, str]) -> str | None:

@@ -32,6 +32,9 @@ class LsfLauncher(Launcher):
 
     name = "lsf"
     title = "IBM LSF (jsrun)"
+    variables: tuple[str, ...] = ("JSM_NAMESPACE_RANK", "JSM_NAMESPACE_SIZE",
+                                   "JSM_NAMESPACE_LOCAL_RANK", "LSB_JOBID",
+                                   "LSB_DJOB_RANKFILE")
     master_required = False  # Lightning derives it from the rank file
 
     @staticmethod

@@ -48,6 +48,9 @@ class OpenMpiLauncher(_MpiLauncher):
 
     name = "openmpi"
     title = "Open MPI (mpirun)"
+    variables: tuple[str, ...] = ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                                   "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
+                                   "RANK", "WORLD_SIZE", "LOCAL_RANK")
     RANK, SIZE = "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"
     LOCAL_RANK, LOCAL_SIZE = "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"
 
@@ -67,6 +70,8 @@ class MpichLauncher(_MpiLauncher):
 
     name = "mpich"
     title = "MPICH / Intel MPI (PMI)"
+    variables: tuple[str, ...] = ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS",
+                                   "PMI_ID", "PMI_PORT")
     RANK, SIZE = "PMI_RANK", "PMI_SIZE"
     LOCAL_RANK, LOCAL_SIZE = "MPI_LOCALRANKID", "MPI_LOCALNRANKS"
 

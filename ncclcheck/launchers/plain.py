@@ -20,6 +20,7 @@ class PlainEnvLauncher(Launcher):
 
     name = "env"
     title = "plain environment (RANK / NODE_RANK / MASTER_ADDR, as Lightning uses)"
+    variables: tuple[str, ...] = PLAIN_VARS
     rank_formula_guaranteed = True  # Lightning computes node_rank * devices + local_rank
 
     @staticmethod
@@ -51,6 +52,7 @@ class StandaloneLauncher(Launcher):
 
     name = "standalone"
     title = "none (standalone single process)"
+    variables: tuple[str, ...] = ()
     master_required = False
 
     @staticmethod

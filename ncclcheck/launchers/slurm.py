@@ -34,6 +34,10 @@ class SlurmLauncher(Launcher):
 
     name = "slurm"
     title = "Slurm (srun)"
+    variables: tuple[str, ...] = ("SLURM_PROCID", "SLURM_STEP_ID", "SLURM_NTASKS", "SLURM_NPROCS",
+                                   "SLURM_LOCALID", "SLURM_NODEID", "SLURM_NNODES",
+                                   "SLURM_JOB_NUM_NODES", "SLURM_NTASKS_PER_NODE",
+                                   "SLURM_TASKS_PER_NODE", "RANK", "WORLD_SIZE", "LOCAL_RANK")
     rank_formula_guaranteed = False  # --distribution=cyclic numbers tasks round-robin
     master_required = False  # Lightning derives it from SLURM_NODELIST; torch env:// needs it
 
@@ -92,6 +96,8 @@ class SlurmBatchLauncher(Launcher):
 
     name = "slurm-batch"
     title = "Slurm batch script (no srun)"
+    variables: tuple[str, ...] = ("SLURM_JOB_ID", "SLURM_NNODES", "SLURM_JOB_NUM_NODES",
+                                   "SLURM_NTASKS", "SLURM_NTASKS_PER_NODE")
     master_required = False
 
     @staticmethod

@@ -17,6 +17,9 @@ class TorchrunLauncher(Launcher):
 
     name = "torchrun"
     title = "torchrun / torchelastic"
+    variables: tuple[str, ...] = ("TORCHELASTIC_RUN_ID", "RANK", "WORLD_SIZE", "LOCAL_RANK",
+                                   "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
+                                   "NODE_RANK", "MASTER_ADDR", "MASTER_PORT")
     rank_formula_guaranteed = True  # ranks are assigned node by node (cumulative local sizes)
 
     @staticmethod

@@ -126,3 +126,19 @@ def preflight(num_nodes: int | None = None, devices: int | None = None, *,
         rank = environ.get("RANK") or environ.get("SLURM_PROCID") or environ.get("LOCAL_RANK") or "0"
         raise PreflightError(report, f"on {ctx.host} (rank {rank})")
     return report
+
+
+# -- declarations: the check above, for the registry (re-exported by ncclcheck.probes.ranks) ---
+def _declarations():
+    from ncclcheck.registry import CheckSpec
+
+    return (
+        CheckSpec("ranks.lightning.live", "this rank's ClusterEnvironment fits the Trainer",
+                  (RANK,),
+                  fails_when="inside a running Trainer, a rank method raises, world_size() is "
+                             "not num_nodes x devices, or a rank is outside its range",
+                  doc="Reported by the Lightning preflight (callback or preflight()) only."),
+    )
+
+
+CHECKS = _declarations()

@@ -122,3 +122,19 @@ def _plot(section: dict[str, Any], path: str) -> list[CheckResult]:
                        "writable .png, .svg or .pdf path.", Category.CONFIGURATION, path=path)]
     section["plot"] = path
     return []
+
+
+# -- declarations: every check this family reports (``ncclcheck checks``, docs/bench.md) ------
+def _declarations():
+    from ncclcheck.bench.analysis import CHECKS as SWEEP_CHECKS
+    from ncclcheck.registry import CheckSpec
+
+    return SWEEP_CHECKS + (
+        CheckSpec("bench.plot", "the --plot file was drawn", (Category.CONFIGURATION,),
+                  warns_when="--plot FILE cannot be drawn (the plot extra is missing, or the "
+                             "path or its suffix is unusable); the measurements stay in the "
+                             "report"),
+    )
+
+
+CHECKS = _declarations()

@@ -315,3 +315,75 @@ def check_master(layout: Layout, expected: Expected) -> CheckResult:
     return warned("ranks.master", f"{summary}: {layout.title} does not set them; torch's env:// "
                   "rendezvous needs them (Lightning derives them for Slurm and LSF)", fix,
                   Category.CONFIGURATION, **details)
+
+
+# -- declarations: every check this family reports (``ncclcheck checks``, docs/ranks.md) ------
+def _declarations():
+    from ncclcheck.registry import CheckSpec
+
+    config = Category.CONFIGURATION
+    own = (
+        CheckSpec("ranks.launcher", "the launcher that started this process", (RANK,),
+                  fails_when="a Kubeflow pod with nprocPerNode > 1 runs the script without "
+                             "torchrun (RANK is the pod index)",
+                  warns_when="a Slurm batch script runs the training without srun",
+                  doc="Says which launcher was detected and why, and lists other launchers "
+                      "whose variables are also present; the first match in the detection "
+                      "order wins (see the launcher table)."),
+        CheckSpec("ranks.env", "launcher variables parse", (RANK, config),
+                  fails_when="a rank variable is empty, not an integer, or out of range "
+                             "(WORLD_SIZE >= 1, ranks >= 0); configuration when only MASTER_* "
+                             "are malformed",
+                  doc="One malformed variable becomes one finding naming it, instead of a "
+                      "ValueError half-way through torch.distributed's setup."),
+        CheckSpec("ranks.layout", "the launch matches the intended nodes x GPUs", (RANK,),
+                  fails_when="--nodes / --gpus-per-node disagree with what the launcher started",
+                  doc="Flags say what the user means to run (Lightning's num_nodes and devices); "
+                      "without them the launcher's own node and per-node counts are used. "
+                      "Skipped when the layout is unknown."),
+        CheckSpec("ranks.rank", "RANK is below WORLD_SIZE", (RANK,),
+                  fails_when="RANK >= WORLD_SIZE: NCCL's `Invalid rank requested : R/N`",
+                  doc="The failure behind `NCCL WARN Invalid rank requested`; when the world "
+                      "size is not nodes x GPUs the fix is the catalogue's for that signature."),
+        CheckSpec("ranks.world_size", "WORLD_SIZE is nodes x GPUs", (RANK,),
+                  fails_when="WORLD_SIZE != nodes x GPUs (says when it equals the per-node count "
+                             "or the node count)",
+                  doc="Skipped when the layout is unknown: pass --nodes and --gpus-per-node."),
+        CheckSpec("ranks.local_rank", "LOCAL_RANK has a GPU of its own",
+                  (RANK, Category.DUPLICATE_GPU),
+                  fails_when="LOCAL_RANK >= GPUs per node, or >= the visible GPUs; more "
+                             "processes per node than visible GPUs (duplicate_gpu)",
+                  doc="The visible GPU count comes from torch when it imports and sees CUDA; it "
+                      "is never required."),
+        CheckSpec("ranks.node_rank", "NODE_RANK is below the node count", (RANK,),
+                  fails_when="NODE_RANK >= nodes (notes 1-based numbering)"),
+        CheckSpec("ranks.rank_formula", "RANK = NODE_RANK x GPUs + LOCAL_RANK", (RANK,),
+                  fails_when="RANK != NODE_RANK x M + LOCAL_RANK where the launcher guarantees "
+                             "that numbering (torchrun, Lightning)",
+                  doc="Slurm and MPI may number ranks cyclically, so there a different rank is "
+                      "informational and passes."),
+        CheckSpec("ranks.agreement", "the launcher's variables agree with each other", (RANK,),
+                  fails_when="the launcher's variables disagree with each other or with exported "
+                             "torch variables (SLURM_NTASKS vs SLURM_NNODES x "
+                             "SLURM_NTASKS_PER_NODE vs WORLD_SIZE, OMPI_COMM_WORLD_SIZE vs "
+                             "WORLD_SIZE, ...)"),
+        CheckSpec("ranks.master", "MASTER_ADDR / MASTER_PORT for torch's env:// rendezvous",
+                  (config,),
+                  fails_when="MASTER_ADDR / MASTER_PORT missing where the launcher must set them "
+                             "(torchrun, Kubeflow, the plain environment), or MASTER_PORT outside "
+                             "1..65535",
+                  warns_when="they are missing under Slurm / MPI / LSF, which do not set them"),
+    )
+    return own
+
+
+def _lightning_declarations():
+    """The ranks.lightning.* and ranks.cluster_env.* checks, declared in ncclcheck.lightning."""
+    from ncclcheck.lightning.custom import CHECKS as CLUSTER_ENV_CHECKS
+    from ncclcheck.lightning.preflight import CHECKS as PREFLIGHT_CHECKS
+    from ncclcheck.lightning.trainer_view import CHECKS as TRAINER_CHECKS
+
+    return TRAINER_CHECKS + CLUSTER_ENV_CHECKS + PREFLIGHT_CHECKS
+
+
+CHECKS = _declarations() + _lightning_declarations()
