@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import socket
 from dataclasses import dataclass
-from importlib import metadata
 from typing import Any, Sequence
 
 from ncclcheck.context import ProbeContext
@@ -17,9 +16,11 @@ from ncclcheck.network.interfaces import (Interface, NcclPrediction, SocketChoic
                                   explain_nccl_choice,
                                   find, gloo_interface_names, ifname_setting, list_ib_ports,
                                   list_interfaces, predict_gloo_interfaces, predict_nccl_bootstrap,
-                                  propose_ifname, tp_interface_name, with_nccl_conf, IfList,
+                                  propose_ifname, tp_interface_name, IfList,
                                   socket_family)
 from ncclcheck.launchers import Layout, read_layout
+from ncclcheck.ncclib.config_files import nccl_environment
+from ncclcheck.ncclib.wheel import installed_nccl_version
 from ncclcheck.network.master import (Resolution, check_port, ephemeral_range, is_local_address,
                               reach, reserved_ports, resolve, route_interface)
 from ncclcheck.explain.catalogue import catalogue_fix
@@ -85,16 +86,6 @@ def nccl_rules_version(ctx: ProbeContext) -> str | None:
     return installed_nccl_version()
 
 
-def installed_nccl_version() -> str | None:
-    """The NCCL wheel's version from package metadata (the library itself is never loaded)."""
-    for dist in ("nvidia-nccl-cu13", "nvidia-nccl-cu12", "nvidia-nccl-cu11"):
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            continue
-    return None
-
-
 def is_multi_node(ctx: ProbeContext, layout: Layout) -> bool:
     """Does the job span several nodes? Flags first, then the launcher, then the session."""
     nodes = ctx.nodes or layout.num_nodes
@@ -113,7 +104,7 @@ def is_multi_node(ctx: ProbeContext, layout: Layout) -> bool:
 
 
 def gather_facts(ctx: ProbeContext) -> Facts:
-    env = with_nccl_conf(ctx.env)
+    env = nccl_environment(ctx.env)
     layout, _ = read_layout(ctx.env)
     interfaces = list_interfaces()
     version = nccl_rules_version(ctx)
@@ -240,7 +231,7 @@ def check_nccl_interface(facts: Facts) -> CheckResult:
         if setting is not None:
             reasons = _why_not(IfList.parse(setting), facts) + [
                 f"entry {entry!r} never matches: {why}"
-                for entry, why in dead_entries(setting, facts.interfaces)]
+                for entry, why in dead_entries(setting, [i.name for i in facts.interfaces])]
             because = "; ".join(reasons) if reasons else "no interface has such a name"
             summary = (f"NCCL_SOCKET_IFNAME={setting} matches no usable interface ({because}): "
                        f"NCCL will fail with '{NO_INTERFACE}'")
@@ -272,7 +263,7 @@ def check_nccl_interface(facts: Facts) -> CheckResult:
     if len(listed) > 1 and not IfList.parse(setting).exclude and not boot.name.startswith(
             listed[0]):
         summary += " (list order is no priority: NCCL takes the kernel's order)"
-    dead = dead_entries(setting, facts.interfaces) if setting is not None else []
+    dead = dead_entries(setting, [i.name for i in facts.interfaces]) if setting is not None else []
     problem = _doubtful(boot, facts)
     if dead and not (problem and facts.multi_node):
         shown = "; ".join(f"{entry!r}: {why}" for entry, why in dead)
