@@ -13,11 +13,12 @@ from typing import Any
 
 from ncclcheck.context import ProbeContext
 from ncclcheck.model import Category, CheckResult, errored, failed, passed, skipped, warned
+from ncclcheck.registry import CheckSpec
 from ncclcheck.ncclib import known_names
 from ncclcheck.ncclib.config_files import (ConfigFile, effective_settings, nccl_environment,
                                            read_config_files)
 from ncclcheck.ncclib.discovery import Discovery, discover
-from ncclcheck.ncclib.gpu import gpu_checks, torch_build_without_cuda
+from ncclcheck.ncclib.gpu import GPU_CHECKS, gpu_checks, torch_build_without_cuda
 from ncclcheck.ncclib.library_names import NameSource, name_source
 from ncclcheck.ncclib.loader import LibraryAnswer, ask_library
 from ncclcheck.ncclib.plugins import KINDS, PluginSearch, find_plugins, judge, supported_versions
@@ -411,3 +412,46 @@ def _int(text: str | None) -> int | None:
         return int(text) if text is not None else None
     except ValueError:
         return None
+
+
+# -- the checks this family can report ------------------------------------------------------
+CHECKS: tuple[CheckSpec, ...] = (
+    CheckSpec("nccl.library", "The libnccl a job loads, and its other copies",
+              (Category.VERSION_MISMATCH, Category.CONFIGURATION),
+              fails_when="torch is a CUDA build but no libnccl.so.2 is found, or --nccl-lib "
+                         "is not a regular file",
+              warns_when="the wheel / torch copy and a system copy have different versions"),
+    CheckSpec("nccl.load", "libnccl loads and answers in a child process",
+              (Category.VERSION_MISMATCH,),
+              doc="Errors when the library hangs, crashes or does not load."),
+    CheckSpec("nccl.version", "ncclGetVersion", (Category.VERSION_MISMATCH,),
+              doc="Errors when the library returns no version."),
+    CheckSpec("nccl.bootstrap_interface", "The interface libnccl itself bootstraps on",
+              (Category.INTERFACE,),
+              fails_when="libnccl finds no socket interface",
+              warns_when="libnccl's choice differs from the network probe's prediction",
+              doc="Errors when ncclGetUniqueId names no interface."),
+    CheckSpec("nccl.torch_version", "torch.cuda.nccl.version() matches the library",
+              (Category.VERSION_MISMATCH,),
+              warns_when="torch reports another NCCL version than the library inspected"),
+    CheckSpec("nccl.plugin.*", "NCCL's net / tuner / profiler / env plugins",
+              (Category.NET_PLUGIN,),
+              fails_when="a named plugin is not found, needs a missing library, or speaks no "
+                         "API version the loaded NCCL supports",
+              warns_when="the supported versions cannot be read, or the CollNet part is "
+                         "unusable"),
+    CheckSpec("nccl.net", "NCCL_NET names a network that exists here", (Category.NET_PLUGIN,),
+              fails_when="NCCL_NET=IB without RDMA devices, or a name no plugin provides"),
+    CheckSpec("nccl.config_files", "NCCL's config files", (Category.CONFIGURATION,),
+              warns_when="a config file cannot be read, NCCL_CONF_FILE names no file, or lines "
+                         "are not NAME=value"),
+    CheckSpec("nccl.setting.*", "One NCCL / torch / Gloo setting",
+              (Category.CONFIGURATION, Category.INTERFACE, Category.INFINIBAND, Category.P2P,
+               Category.SHARED_MEMORY),
+              fails_when="the value is invalid (NCCL ignores it or fails), or "
+                         "NCCL_SOCKET_IFNAME matches no interface",
+              warns_when="the name is unknown to the loaded library (or the shipped table), "
+                         "deprecated, partly ignored, or costly",
+              doc="nccl.setting.socket_count judges NCCL_SOCKET_NTHREADS x "
+                  "NCCL_NSOCKS_PERTHREAD."),
+) + GPU_CHECKS
