@@ -186,7 +186,7 @@ def test_this_host_enumeration_is_consistent():
 
 def test_enumeration_falls_back_to_psutil(monkeypatch):
     """Without a usable libc getifaddrs the same facts come from psutil, in kernel order."""
-    import ncclcheck.network.interfaces as interfaces
+    import ncclcheck.network.enumeration as interfaces
 
     def broken():
         raise OSError("no getifaddrs")

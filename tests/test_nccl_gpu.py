@@ -77,14 +77,12 @@ def _answer(interface: str | None, no_interface: bool = False) -> LibraryAnswer:
 def test_bootstrap_disagreeing_with_the_prediction_warns(monkeypatch):
     """The comparison with the network probe's prediction, with the prediction replaced."""
     import ncclcheck.probes.nccl as nccl
-    monkeypatch.setattr(nccl, "predicted_bootstrap", lambda env, version: ("eth1", True))
-    result = check_bootstrap(_answer("eth0"), {}, {"eth0": ["10.0.0.5"], "eth1": ["10.1.0.5"]})
+    result = check_bootstrap(_answer("eth0"), {}, {"eth0": ["10.0.0.5"], "eth1": ["10.1.0.5"]},
+                             predicted=("eth1", True))
     assert result.status == Status.WARN and "predicted eth1" in result.summary
     assert result.category.value == "interface"
-    monkeypatch.setattr(nccl, "predicted_bootstrap", lambda env, version: ("eth0", True))
-    assert check_bootstrap(_answer("eth0"), {}, {}).status == Status.PASS
-    monkeypatch.setattr(nccl, "predicted_bootstrap", lambda env, version: (None, False))
-    assert check_bootstrap(_answer("eth0"), {}, {}).status == Status.PASS
+    assert check_bootstrap(_answer("eth0"), {}, {}, predicted=("eth0", True)).status == Status.PASS
+    assert check_bootstrap(_answer("eth0"), {}, {}, predicted=(None, False)).status == Status.PASS
 
 
 @pytest.mark.gpu

@@ -10,7 +10,8 @@ from ncclcheck.model import Status
 from ncclcheck.ncclib.config_files import Setting, effective_settings, read_config_files
 from ncclcheck.ncclib import settings as settings_module
 from ncclcheck.ncclib.known_names import is_linted
-from ncclcheck.ncclib.settings import LintFacts, lint, lint_one, parse_c_int, parse_ifname
+from ncclcheck.ncclib.settings import LintFacts, lint, lint_one, parse_c_int
+from ncclcheck.network.iflist import IfList
 from ncclcheck.ncclib.version import NcclVersion
 from ncclcheck.probes import family, run_family
 from ncclcheck.probes.nccl import check_config_files
@@ -170,7 +171,7 @@ def test_parse_c_int_like_strtoll():
 
 
 def test_parse_ifname():
-    spec = parse_ifname("^=docker0,lo:1")
+    spec = IfList.parse("^=docker0,lo:1")
     assert spec.exclude and spec.exact and spec.entries == ("docker0", "lo")
 
 

@@ -40,20 +40,16 @@ def versions() -> dict[str, str | None]:
 
 
 def _nccl_version() -> str | None:
+    """torch's own NCCL when a GPU is there, else the NCCL wheel installed (one owner each)."""
+    from ncclcheck.ncclib.version import version_text
+    from ncclcheck.ncclib.wheel import installed_nccl_version
     try:
         import torch
         if torch.cuda.is_available():
-            version = torch.cuda.nccl.version()
-            return ".".join(str(v) for v in version) if isinstance(version, tuple) else str(version)
-    except Exception:
+            return version_text(torch.cuda.nccl.version()) or str(torch.cuda.nccl.version())
+    except Exception:  # no GPU build, no driver: the wheel still says which NCCL is here
         pass
-    from importlib import metadata
-    for dist in ("nvidia-nccl-cu12", "nvidia-nccl-cu13", "nvidia-nccl-cu11"):
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            continue
-    return None
+    return installed_nccl_version()
 
 
 def _driver_version() -> str | None:

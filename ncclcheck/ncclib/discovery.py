@@ -11,7 +11,6 @@ checks still ask the real library.
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import re
 import sys
@@ -21,9 +20,9 @@ from typing import Mapping
 
 from ncclcheck.ncclib.elf import ElfError, ElfFile
 from ncclcheck.ncclib.search import Resolution, ldconfig_cache, resolve, split_path_list
+from ncclcheck.ncclib.wheel import installed_nccl_wheel
 
 SONAME = "libnccl.so.2"
-WHEELS = ("nvidia-nccl-cu13", "nvidia-nccl-cu12", "nvidia-nccl-cu11")
 CUDA_DIRS = ("/usr/local/cuda/lib64", "/usr/local/cuda/lib",
              "/usr/local/cuda/targets/x86_64-linux/lib", "/usr/local/nccl/lib", "/opt/nccl/lib",
              "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib")
@@ -109,12 +108,9 @@ def wheel_dirs(search_path: list[str]) -> list[Path]:
 
 
 def installed_wheel() -> str | None:
-    for name in WHEELS:
-        try:
-            return f"{name} {importlib.metadata.version(name)}"
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return None
+    """"nvidia-nccl-cu12 2.32.3": the wheel ``ncclib.wheel`` prefers, as the report shows it."""
+    wheel = installed_nccl_wheel()
+    return str(wheel) if wheel else None
 
 
 def _add(copies: dict[str, LibraryCopy], path: Path, source: str) -> None:

@@ -12,10 +12,11 @@ import re
 import shutil
 import subprocess
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from ncclcheck.gpus import parse_visible_devices
 from ncclcheck.model import Category, CheckResult, failed, passed, skipped, warned
+from ncclcheck.registry import CheckSpec
 
 _DEVICE = re.compile(r"^(\d+|GPU-[0-9A-Fa-f-]+|MIG-[0-9A-Za-z/-]+)$")
 BF16_MIN_CAPABILITY = (8, 0)
@@ -123,21 +124,24 @@ def torch_build_without_cuda() -> str | None:
         return "torch"
 
 
+def visible_devices_checks(env: Mapping[str, str]) -> list[CheckResult]:
+    """nccl.cuda_visible_devices, when CUDA_VISIBLE_DEVICES is set."""
+    value = env.get("CUDA_VISIBLE_DEVICES")
+    if value is None:
+        return []
+    finding = judge_visible_devices(value)
+    if finding.ok:
+        return [passed("nccl.cuda_visible_devices", finding.summary, value=value)]
+    return [failed("nccl.cuda_visible_devices", finding.summary, finding.fix or "",
+                   finding.category or Category.DUPLICATE_GPU, value=value)]
+
+
 def gpu_checks(env: Mapping[str, str], local_rank: int | None, timeout: float,
                driver_version: Callable[[], int | None] | None = None) -> list[CheckResult]:
     """nccl.cuda_* / nccl.gpu_* checks; each skips with its reason when there is nothing to ask.
     ``driver_version`` defaults to asking libcuda (tests pass their own)."""
     driver_version = driver_version or cuda_driver_version
-    results: list[CheckResult] = []
-    if env.get("CUDA_VISIBLE_DEVICES") is not None:
-        finding = judge_visible_devices(env["CUDA_VISIBLE_DEVICES"])
-        if finding.ok:
-            results.append(passed("nccl.cuda_visible_devices", finding.summary,
-                                  value=env["CUDA_VISIBLE_DEVICES"]))
-        else:
-            results.append(failed("nccl.cuda_visible_devices", finding.summary, finding.fix or "",
-                                  finding.category or Category.DUPLICATE_GPU,
-                                  value=env["CUDA_VISIBLE_DEVICES"]))
+    results = visible_devices_checks(env)
     ids = ("nccl.cuda_driver", "nccl.gpu_visible", "nccl.gpu_arch", "nccl.gpu_bf16",
            "nccl.gpu_compute_mode")
     cpu_build = torch_build_without_cuda()
@@ -183,6 +187,12 @@ def gpu_checks(env: Mapping[str, str], local_rank: int | None, timeout: float,
     if not torch.cuda.is_available():
         return results + [skipped(i, "skipped: the driver loads but torch sees no GPU")
                           for i in ids[1:]]
+    return results + device_checks(torch, local_rank, timeout)
+
+
+def device_checks(torch: Any, local_rank: int | None, timeout: float) -> list[CheckResult]:
+    """nccl.gpu_visible / gpu_arch / gpu_bf16 / gpu_compute_mode on a host torch sees GPUs on."""
+    results: list[CheckResult] = []
     count = torch.cuda.device_count()
     rank = local_rank if local_rank is not None else 0
     if rank >= count:
@@ -226,3 +236,21 @@ def gpu_checks(env: Mapping[str, str], local_rank: int | None, timeout: float,
         results.append(passed("nccl.gpu_compute_mode", "every GPU is in the Default compute mode",
                               modes=modes))
     return results
+
+
+GPU_CHECKS: tuple[CheckSpec, ...] = (
+    CheckSpec("nccl.cuda_visible_devices", "CUDA_VISIBLE_DEVICES is a valid list",
+              (Category.DUPLICATE_GPU,),
+              fails_when="an entry is empty, invalid (CUDA stops there) or repeated"),
+    CheckSpec("nccl.cuda_driver", "The NVIDIA driver runs torch's CUDA build", (Category.CUDA,),
+              fails_when="torch is a CPU-only build on a host with a driver, or the driver is "
+                         "older than torch's CUDA major version"),
+    CheckSpec("nccl.gpu_visible", "LOCAL_RANK has a GPU", (Category.RANK_MISMATCH,),
+              fails_when="LOCAL_RANK is not below the number of visible GPUs"),
+    CheckSpec("nccl.gpu_arch", "The GPU is in torch's arch list", (Category.CUDA,),
+              fails_when="torch has no code for the GPU's compute capability"),
+    CheckSpec("nccl.gpu_bf16", "The GPU has native bfloat16", (Category.CUDA,),
+              warns_when="compute capability below 8.0 (bf16 is emulated)"),
+    CheckSpec("nccl.gpu_compute_mode", "GPUs are in the Default compute mode", (Category.CUDA,),
+              fails_when="a GPU is exclusive or prohibited"),
+)

@@ -175,6 +175,13 @@ PREFIXES: tuple[str, ...] = ("NCCL_", "TORCH_NCCL_", "TORCH_DISTRIBUTED_", "GLOO
 EXTRA_NAMES: frozenset[str] = frozenset({"ENABLE_NCCL_HEALTH_CHECK", "TORCH_ENABLE_NCCL_HEALTH_CHECK"})
 
 NCCL_NAMES: frozenset[str] = NCCL_STRING_NAMES | NCCL_INTEGER_NAMES
+TABLE_RELEASES = "2.14.3-2.30.7"  # the releases whose sources this table was taken from
+
+# Read by NCCL's example / inspector plugins, not by libnccl: a library's strings lack them.
+PLUGIN_NAMES: frozenset[str] = frozenset(
+    n for n in NCCL_STRING_NAMES
+    if n.startswith(("NCCL_INSPECTOR_", "NCCL_PROFILE_", "NCCL_PROFILER_CE_"))
+    or n == "NCCL_TUNER_CONFIG_FILE")
 KNOWN: frozenset[str] = NCCL_NAMES | TORCH_NAMES | GLOO_NAMES
 
 

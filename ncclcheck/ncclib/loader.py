@@ -68,10 +68,16 @@ class LibraryAnswer:
 
 
 def child_environment(env: Mapping[str, str]) -> dict[str, str]:
-    """The job's environment plus what makes NCCL say its choices; never the user's log file."""
-    child = {k: v for k, v in env.items() if k not in ("NCCL_DEBUG_FILE", "PYTHONPATH")}
+    """The job's environment plus what makes NCCL say its choices; never the user's log file.
+
+    NCCL_DEBUG_FILE is set, not just dropped: NCCL fills unset variables from its config files
+    (setenv without overwrite), so a NCCL_DEBUG_FILE in nccl.conf would otherwise send the log
+    into the user's file and away from us. /dev/stdout is the pipe the parent reads, and NCCL
+    line-buffers it."""
+    child = {k: v for k, v in env.items() if k != "PYTHONPATH"}
     child["NCCL_DEBUG"] = "INFO"
     child["NCCL_DEBUG_SUBSYS"] = DEBUG_SUBSYS
+    child["NCCL_DEBUG_FILE"] = "/dev/stdout"
     child.setdefault("PATH", os.environ.get("PATH", "/usr/bin:/bin"))
     return child
 

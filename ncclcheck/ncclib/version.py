@@ -73,3 +73,39 @@ def from_torch_tuple(value: object) -> NcclVersion | None:
         except (TypeError, ValueError):
             return None
     return None
+
+
+def from_any(value: object) -> NcclVersion | None:
+    """Any way a version reaches ncclcheck, decoded by the one set of rules above: an
+    ncclGetVersion code (``22707``), a label (``"2.27.7-1"``, ``"v2.27"``), a tuple from
+    torch.cuda.nccl.version(), or an NcclVersion. None when it is none of these."""
+    if isinstance(value, NcclVersion):
+        return value
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        try:
+            return decode(value)
+        except ValueError:
+            return None
+    if isinstance(value, str):
+        label = parse_label(value)
+        return label.version if label else None
+    if isinstance(value, (tuple, list)) and len(value) == 2:  # (2, 28): a release line
+        value = (*value, 0)
+    return from_torch_tuple(value)
+
+
+def rules_version(value: object, latest: tuple[int, int, int]) -> tuple[int, int, int]:
+    """(major, minor, patch) of ``value`` for version-dependent rules; ``latest`` when the
+    value is None or unreadable (the newest rules apply)."""
+    version = from_any(value) if value is not None else None
+    if version is None:
+        return latest
+    return (version.major, version.minor, version.patch)
+
+
+def version_text(value: object) -> str | None:
+    """"2.21.5" for any form ``from_any`` reads (what reports show); None when unreadable."""
+    version = from_any(value)
+    return str(version) if version else None

@@ -7,53 +7,93 @@ The library is asked, not guessed: it is loaded in a child process under the dea
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ncclcheck.context import ProbeContext
 from ncclcheck.model import Category, CheckResult, errored, failed, passed, skipped, warned
+from ncclcheck.registry import CheckSpec
 from ncclcheck.ncclib import known_names
-from ncclcheck.ncclib.config_files import ConfigFile, effective_settings, read_config_files
+from ncclcheck.ncclib.config_files import (ConfigFile, effective_settings, nccl_environment,
+                                           read_config_files)
 from ncclcheck.ncclib.discovery import Discovery, discover
-from ncclcheck.ncclib.gpu import gpu_checks, torch_build_without_cuda
+from ncclcheck.ncclib.gpu import GPU_CHECKS, gpu_checks, torch_build_without_cuda
+from ncclcheck.ncclib.library_names import NameSource, name_source
 from ncclcheck.ncclib.loader import LibraryAnswer, ask_library
 from ncclcheck.ncclib.plugins import KINDS, PluginSearch, find_plugins, judge, supported_versions
 from ncclcheck.ncclib.search import ldconfig_cache
 from ncclcheck.ncclib.settings import LintFacts, Verdict, lint
 from ncclcheck.ncclib.version import NcclVersion, from_torch_tuple, parse_label
 from ncclcheck.explain.catalogue import catalogue_fix
+from ncclcheck.network.interfaces import (Interface, list_ib_devices, list_interfaces,
+                                          predict_nccl_bootstrap)
 
 LOAD_TIMEOUT = 20.0  # seconds the child may take; less when the command deadline is nearer
-SYS_INFINIBAND = "/sys/class/infiniband"
+
+
+@dataclass
+class NcclFacts:
+    """Everything the nccl checks judge, gathered once by ``gather_facts`` (tests build it)."""
+
+    env: dict[str, str]           # the environment as libnccl sees it (config files included)
+    found: Discovery
+    answer: LibraryAnswer | None
+    budget: float
+    interfaces: list[Interface]
+    ib_devices: list[str]
+    searches: list[PluginSearch]
+    supported: dict[str, list[int]]
+    files: list[ConfigFile]
+    names: NameSource
+    host: str
+
+    @property
+    def library(self) -> str | None:
+        return self.found.resolution.found
+
+    @property
+    def version(self) -> NcclVersion | None:
+        return loaded_version(self.answer, self.found)
+
+
+def gather_facts(ctx: ProbeContext) -> NcclFacts:
+    """All of the family's I/O: discovery, the child that loads libnccl, enumeration (asked of
+    the network owner), plugin files, config files, the library's parameter names."""
+    cache = ldconfig_cache(timeout=min(5.0, max(1.0, ctx.remaining() / 4)))
+    found = discover(ctx.env, ctx.option("nccl_lib"), cache=cache)
+    library = found.resolution.found
+    budget = min(LOAD_TIMEOUT, max(1.0, ctx.remaining() - 5.0))
+    answer = ask_library(library, ctx.env, budget) if library is not None else None
+    nccl_env = nccl_environment(ctx.env)
+    searches = [find_plugins(kind, nccl_env, library, cache) for kind in KINDS]
+    version = loaded_version(answer, found)
+    return NcclFacts(env=nccl_env, found=found, answer=answer, budget=budget,
+                     interfaces=list_interfaces(), ib_devices=list_ib_devices(),
+                     searches=searches, supported=supported_versions(library) if library else {},
+                     files=read_config_files(ctx.env), names=name_source(library, version),
+                     host=ctx.host)
 
 
 def probe(ctx: ProbeContext) -> list[CheckResult]:
+    facts = gather_facts(ctx)
     env = ctx.env
-    cache = ldconfig_cache(timeout=min(5.0, max(1.0, ctx.remaining() / 4)))
-    found = discover(env, ctx.option("nccl_lib"), cache=cache)
-    results = [check_library(found)]
-    library = found.resolution.found
-    answer = None
-    if library is not None:
-        budget = min(LOAD_TIMEOUT, max(1.0, ctx.remaining() - 5.0))
-        answer = ask_library(library, env, budget)
-        results += check_answer(answer, found, budget)
-    interfaces = local_interfaces()
-    results.append(check_bootstrap(answer, env, interfaces))
-    results.append(check_torch_nccl(answer))
-    supported = supported_versions(library) if library else {}
-    searches = [find_plugins(kind, env, library, cache) for kind in KINDS]
-    version = loaded_version(answer, found)
-    results += [check_plugin(s, supported, version) for s in searches]
-    rdma = ib_devices()
-    results.append(check_net(env, searches[0], rdma))
-    files = read_config_files(env)
-    results.append(check_config_files(files, env))
-    facts = LintFacts(interfaces=dict(interfaces), ib_devices=rdma,
-                      loaded_version=version, loaded_path=library,
-                      local_world_size=_int(env.get("LOCAL_WORLD_SIZE")), host=ctx.host)
-    settings = effective_settings(env, files, known_names.is_linted)
-    results += [verdict_result(v) for v in lint(settings, facts)]
+    results = [check_library(facts.found)]
+    if facts.answer is not None:
+        results += check_answer(facts.answer, facts.found, facts.budget)
+    up = local_interfaces(facts.interfaces)
+    predicted = predicted_bootstrap(facts.env, facts.version, facts.interfaces)
+    results.append(check_bootstrap(facts.answer, facts.env, up, predicted=predicted))
+    results.append(check_torch_nccl(facts.answer))
+    results += [check_plugin(s, facts.supported, facts.version) for s in facts.searches]
+    results.append(check_net(facts.env, facts.searches[0], facts.ib_devices))
+    results.append(check_config_files(facts.files, env))
+    lint_facts = LintFacts(interfaces=up, ib_devices=facts.ib_devices,
+                           loaded_version=facts.version, loaded_path=facts.library,
+                           local_world_size=_int(env.get("LOCAL_WORLD_SIZE")), host=facts.host,
+                           names=facts.names)
+    settings = effective_settings(env, facts.files, known_names.is_linted)
+    results += [verdict_result(v) for v in lint(settings, lint_facts)]
     results += gpu_checks(env, _int(env.get("LOCAL_RANK")), min(5.0, ctx.remaining()))
     return results
 
@@ -175,38 +215,26 @@ def check_torch_nccl(answer: LibraryAnswer | None) -> CheckResult:
 
 
 # -- the bootstrap interface -------------------------------------------------------------------
-def local_interfaces() -> dict[str, list[str]]:
-    """Interfaces that are up and running, with their addresses, in this network namespace."""
-    try:
-        from ncclcheck.network.interfaces import list_interfaces
-        return {i.name: [a.address for a in i.addresses] for i in list_interfaces()
-                if i.up and i.running and i.addresses}
-    except ImportError:
-        pass
-    import psutil
-    stats, addrs = psutil.net_if_stats(), psutil.net_if_addrs()
-    import socket
-    return {name: [a.address.split("%")[0] for a in addrs.get(name, [])
-                   if a.family in (socket.AF_INET, socket.AF_INET6)]
-            for name, st in stats.items() if st.isup and addrs.get(name)}
+def local_interfaces(interfaces: list[Interface]) -> dict[str, list[str]]:
+    """Interfaces that are up and running, with their addresses (from the network owner)."""
+    return {i.name: [a.address for a in i.addresses] for i in interfaces
+            if i.up and i.running and i.addresses}
 
 
-def predicted_bootstrap(env, version: NcclVersion | None) -> tuple[str | None, bool]:
+def predicted_bootstrap(env, version: NcclVersion | None,
+                        interfaces: list[Interface]) -> tuple[str | None, bool]:
     """(interface the network probe predicts, whether a prediction exists at all)."""
     try:
-        from ncclcheck.network.interfaces import list_interfaces, predict_nccl_bootstrap
-    except ImportError:
-        return None, False
-    try:
-        choice = predict_nccl_bootstrap(env, list_interfaces(),
-                                        str(version) if version else None)
+        choice = predict_nccl_bootstrap(env, interfaces, str(version) if version else None)
     except Exception:  # the prediction is a comparison, never a reason to fail this check
         return None, False
     return (choice.name if choice else None), True
 
 
-def check_bootstrap(answer: LibraryAnswer | None, env, interfaces: dict[str, list[str]]
-                    ) -> CheckResult:
+def check_bootstrap(answer: LibraryAnswer | None, env, interfaces: dict[str, list[str]], *,
+                    predicted: tuple[str | None, bool] = (None, False)) -> CheckResult:
+    """What libnccl bootstrapped on, against ``predicted`` (the network owner's prediction,
+    and whether there is one)."""
     cid = "nccl.bootstrap_interface"
     if answer is None or answer.bootstrap is None:
         return skipped(cid, "skipped: the library did not get as far as ncclGetUniqueId")
@@ -226,10 +254,8 @@ def check_bootstrap(answer: LibraryAnswer | None, env, interfaces: dict[str, lis
                    + (f" (NCCL_SOCKET_IFNAME={ifname} matches nothing up here)" if ifname else ""))
         return failed(cid, summary, fix, Category.INTERFACE, **details)
     if choice.interface is None:
-        return errored(cid, f"ncclGetUniqueId failed (rc {choice.rc}) without naming an "
-                       f"interface: {choice.last_error or 'no message'}", None, Category.INTERFACE,
-                       **details)
-    predicted, have = predicted_bootstrap(env, answer.version)
+        return unnamed_bootstrap(choice, details)
+    predicted, have = predicted
     details["predicted"] = predicted
     if have and predicted != choice.interface:
         return warned(cid, f"libnccl bootstraps on {choice.interface} ({choice.address}), but the "
@@ -240,6 +266,19 @@ def check_bootstrap(answer: LibraryAnswer | None, env, interfaces: dict[str, lis
     agrees = " (as the network probe predicted)" if have else ""
     return passed(cid, f"libnccl bootstraps on {choice.interface} ({choice.address}){agrees}",
                   **details)
+
+
+def unnamed_bootstrap(choice: Any, details: dict[str, Any]) -> CheckResult:
+    """ncclGetUniqueId said nothing about its interface: a failure only when rc is not 0."""
+    cid = "nccl.bootstrap_interface"
+    if choice.rc == 0:
+        return errored(cid, "ncclGetUniqueId succeeded (rc 0), but NCCL's log did not name the "
+                       "interface it bootstraps on", "Rerun with NCCL_DEBUG=INFO "
+                       "NCCL_DEBUG_SUBSYS=INIT,BOOTSTRAP and look for 'Bootstrap: Using'.",
+                       Category.INTERFACE, **details)
+    return errored(cid, f"ncclGetUniqueId failed (rc {choice.rc}) without naming an "
+                   f"interface: {choice.last_error or 'no message'}", None, Category.INTERFACE,
+                   **details)
 
 
 # -- plugins -------------------------------------------------------------------------------
@@ -297,13 +336,6 @@ def check_plugin(search: PluginSearch, supported: dict[str, list[int]],
                       "(CollNet/SHARP stays off)", f"Update the plugin to one built for {nccl}.",
                       Category.NET_PLUGIN, **details)
     return passed(cid, f"{first.path} {primary.reason}", **details)
-
-
-def ib_devices(root: str = SYS_INFINIBAND) -> list[str]:
-    try:
-        return sorted(p.name for p in Path(root).iterdir())
-    except OSError:
-        return []
 
 
 def check_net(env, net_search: PluginSearch, devices: list[str]) -> CheckResult:
@@ -380,3 +412,46 @@ def _int(text: str | None) -> int | None:
         return int(text) if text is not None else None
     except ValueError:
         return None
+
+
+# -- the checks this family can report ------------------------------------------------------
+CHECKS: tuple[CheckSpec, ...] = (
+    CheckSpec("nccl.library", "The libnccl a job loads, and its other copies",
+              (Category.VERSION_MISMATCH, Category.CONFIGURATION),
+              fails_when="torch is a CUDA build but no libnccl.so.2 is found, or --nccl-lib "
+                         "is not a regular file",
+              warns_when="the wheel / torch copy and a system copy have different versions"),
+    CheckSpec("nccl.load", "libnccl loads and answers in a child process",
+              (Category.VERSION_MISMATCH,),
+              doc="Errors when the library hangs, crashes or does not load."),
+    CheckSpec("nccl.version", "ncclGetVersion", (Category.VERSION_MISMATCH,),
+              doc="Errors when the library returns no version."),
+    CheckSpec("nccl.bootstrap_interface", "The interface libnccl itself bootstraps on",
+              (Category.INTERFACE,),
+              fails_when="libnccl finds no socket interface",
+              warns_when="libnccl's choice differs from the network probe's prediction",
+              doc="Errors when ncclGetUniqueId names no interface."),
+    CheckSpec("nccl.torch_version", "torch.cuda.nccl.version() matches the library",
+              (Category.VERSION_MISMATCH,),
+              warns_when="torch reports another NCCL version than the library inspected"),
+    CheckSpec("nccl.plugin.*", "NCCL's net / tuner / profiler / env plugins",
+              (Category.NET_PLUGIN,),
+              fails_when="a named plugin is not found, needs a missing library, or speaks no "
+                         "API version the loaded NCCL supports",
+              warns_when="the supported versions cannot be read, or the CollNet part is "
+                         "unusable"),
+    CheckSpec("nccl.net", "NCCL_NET names a network that exists here", (Category.NET_PLUGIN,),
+              fails_when="NCCL_NET=IB without RDMA devices, or a name no plugin provides"),
+    CheckSpec("nccl.config_files", "NCCL's config files", (Category.CONFIGURATION,),
+              warns_when="a config file cannot be read, NCCL_CONF_FILE names no file, or lines "
+                         "are not NAME=value"),
+    CheckSpec("nccl.setting.*", "One NCCL / torch / Gloo setting",
+              (Category.CONFIGURATION, Category.INTERFACE, Category.INFINIBAND, Category.P2P,
+               Category.SHARED_MEMORY),
+              fails_when="the value is invalid (NCCL ignores it or fails), or "
+                         "NCCL_SOCKET_IFNAME matches no interface",
+              warns_when="the name is unknown to the loaded library (or the shipped table), "
+                         "deprecated, partly ignored, or costly",
+              doc="nccl.setting.socket_count judges NCCL_SOCKET_NTHREADS x "
+                  "NCCL_NSOCKS_PERTHREAD."),
+) + GPU_CHECKS

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import socket
 from dataclasses import dataclass
-from importlib import metadata
 from typing import Any, Sequence
 
 from ncclcheck.context import ProbeContext
@@ -17,13 +16,16 @@ from ncclcheck.network.interfaces import (Interface, NcclPrediction, SocketChoic
                                   explain_nccl_choice,
                                   find, gloo_interface_names, ifname_setting, list_ib_ports,
                                   list_interfaces, predict_gloo_interfaces, predict_nccl_bootstrap,
-                                  propose_ifname, tp_interface_name, with_nccl_conf, IfList,
+                                  propose_ifname, tp_interface_name, IfList,
                                   socket_family)
 from ncclcheck.launchers import Layout, read_layout
+from ncclcheck.ncclib.config_files import nccl_environment
+from ncclcheck.ncclib.wheel import installed_nccl_version
 from ncclcheck.network.master import (Resolution, check_port, ephemeral_range, is_local_address,
                               reach, reserved_ports, resolve, route_interface)
 from ncclcheck.explain.catalogue import catalogue_fix
 from ncclcheck.model import Category, CheckResult, errored, failed, passed, skipped, warned
+from ncclcheck.registry import CheckSpec
 
 IFACE = Category.INTERFACE
 NO_IFACE_SIG = "nccl.no_socket_interface"  # catalogue signature for NCCL finding no interface
@@ -85,16 +87,6 @@ def nccl_rules_version(ctx: ProbeContext) -> str | None:
     return installed_nccl_version()
 
 
-def installed_nccl_version() -> str | None:
-    """The NCCL wheel's version from package metadata (the library itself is never loaded)."""
-    for dist in ("nvidia-nccl-cu13", "nvidia-nccl-cu12", "nvidia-nccl-cu11"):
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            continue
-    return None
-
-
 def is_multi_node(ctx: ProbeContext, layout: Layout) -> bool:
     """Does the job span several nodes? Flags first, then the launcher, then the session."""
     nodes = ctx.nodes or layout.num_nodes
@@ -113,7 +105,7 @@ def is_multi_node(ctx: ProbeContext, layout: Layout) -> bool:
 
 
 def gather_facts(ctx: ProbeContext) -> Facts:
-    env = with_nccl_conf(ctx.env)
+    env = nccl_environment(ctx.env)
     layout, _ = read_layout(ctx.env)
     interfaces = list_interfaces()
     version = nccl_rules_version(ctx)
@@ -240,7 +232,7 @@ def check_nccl_interface(facts: Facts) -> CheckResult:
         if setting is not None:
             reasons = _why_not(IfList.parse(setting), facts) + [
                 f"entry {entry!r} never matches: {why}"
-                for entry, why in dead_entries(setting, facts.interfaces)]
+                for entry, why in dead_entries(setting, [i.name for i in facts.interfaces])]
             because = "; ".join(reasons) if reasons else "no interface has such a name"
             summary = (f"NCCL_SOCKET_IFNAME={setting} matches no usable interface ({because}): "
                        f"NCCL will fail with '{NO_INTERFACE}'")
@@ -272,7 +264,7 @@ def check_nccl_interface(facts: Facts) -> CheckResult:
     if len(listed) > 1 and not IfList.parse(setting).exclude and not boot.name.startswith(
             listed[0]):
         summary += " (list order is no priority: NCCL takes the kernel's order)"
-    dead = dead_entries(setting, facts.interfaces) if setting is not None else []
+    dead = dead_entries(setting, [i.name for i in facts.interfaces]) if setting is not None else []
     problem = _doubtful(boot, facts)
     if dead and not (problem and facts.multi_node):
         shown = "; ".join(f"{entry!r}: {why}" for entry, why in dead)
@@ -626,3 +618,47 @@ def consistency(outcome: Any, rank: int) -> list[CheckResult]:
     only = next(iter(names.values()))
     return [passed("net.consistency", f"all {len(endpoints)} nodes use {only} with MTU "
                                       f"{next(iter(mtus.values()))}", **details)]
+
+
+# --------------------------------------------------------------------------------------------
+# the checks this family can report
+# --------------------------------------------------------------------------------------------
+CHECKS: tuple[CheckSpec, ...] = (
+    CheckSpec("net.interfaces", "This host's network interfaces",
+              doc="Lists every interface with its state, addresses, MTU, speed and kind; "
+                  "information only, it always passes."),
+    CheckSpec("net.infiniband", "InfiniBand / RoCE ports are active", (Category.INFINIBAND,),
+              warns_when="an RDMA port is not ACTIVE",
+              doc="Reads /sys/class/infiniband; skipped on hosts without RDMA devices."),
+    CheckSpec("net.nccl_interface", "The interface NCCL will bootstrap on", (IFACE,),
+              fails_when="NCCL_SOCKET_IFNAME (as NCCL parses it, no trimming) or the default "
+                         "rules match no running interface with an address",
+              warns_when="NCCL_SOCKET_IFNAME has entries that never match, or a multi-node "
+                         "job would run on loopback, a container bridge or a link-local address",
+              doc="Predicts NCCL's choice with its own rules (environment plus nccl.conf), "
+                  "in getifaddrs() order; details.nccl_interfaces is NCCL's list."),
+    CheckSpec("net.gloo_interface", "The interface Gloo will use", (IFACE,),
+              fails_when="GLOO_SOCKET_IFNAME names an interface without an address",
+              warns_when="a multi-node job's Gloo device is loopback, a container bridge or "
+                         "a link-local address"),
+    CheckSpec("net.tp_interface", "TP_SOCKET_IFNAME names an interface", (IFACE,),
+              fails_when="TP_SOCKET_IFNAME names no interface with an address"),
+    CheckSpec("net.master_addr", "MASTER_ADDR resolves and is reachable",
+              (Category.NAME_RESOLUTION, Category.CONNECTION, IFACE),
+              fails_when="MASTER_ADDR does not resolve, resolves to loopback in a multi-node "
+                         "job, is not this host on rank 0, or has no route",
+              warns_when="the store and NCCL would use different networks"),
+    CheckSpec("net.master_port", "MASTER_PORT is free on the master, open from workers",
+              (Category.PORT_IN_USE, Category.CONNECTION),
+              fails_when="another process holds the port, or a worker's connection is refused "
+                         "(in cluster mode), dropped or unroutable",
+              warns_when="the port lies in the ephemeral range, or nothing listens yet outside "
+                         "cluster mode"),
+    CheckSpec("net.mesh", "Every node reaches every other on NCCL's interface",
+              (Category.CONNECTION, Category.TIMEOUT),
+              fails_when="a node cannot open a TCP connection to another node's NCCL address",
+              warns_when="a node leader never published its endpoint",
+              doc="Cluster mode only; errors when the mesh itself cannot run."),
+    CheckSpec("net.consistency", "Nodes agree on NCCL's interface name and MTU", (IFACE,),
+              warns_when="the nodes' NCCL interface names or MTUs differ"),
+)
