@@ -47,9 +47,8 @@ class CheckSpec:
 # tests/test_registry.py fails when a module defines CHECKS that no entry here reaches.
 DECLARING_MODULES: tuple[str, ...] = (
     "ncclcheck.probes.ranks",
-    # The net and nccl declarations, written ahead of those families' modules: when
-    # ncclcheck.probes.net and ncclcheck.probes.nccl export CHECKS, they replace this entry.
-    "ncclcheck.probes._pending_net_nccl_checks",
+    "ncclcheck.probes.net",
+    "ncclcheck.probes.nccl",
     "ncclcheck.probes.bench",
     "ncclcheck.cluster.checks",
     "ncclcheck.cluster.job",
