@@ -6,12 +6,14 @@ import os
 import re
 import zlib
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Iterable
 
-from ncclcheck.explain.catalogue import Signature, all_signatures, gate
+from ncclcheck.explain.catalogue import Signature, all_signatures
 from ncclcheck.explain.findings import Finding, Findings, Hit
 from ncclcheck.explain.lines import LineInfo, parse_line, stamp_in
 from ncclcheck.explain.reader import InputError, Source, sources
+from ncclcheck.explain.prefilter import ENGINE_VARIABLE, LiteralIndex, build_index
 from ncclcheck.explain.scan import Candidate, Scanner
 from ncclcheck.explain.summary import NcclSummary
 
@@ -48,18 +50,40 @@ class Explanation:
 
 
 class Matcher:
-    """Matches candidate lines against the catalogue, cheapest test first."""
+    """Matches candidate lines against the catalogue: the literals a line holds name the few
+    signatures worth a regex; those are tried in catalogue order (the first claim wins)."""
 
     def __init__(self, signatures: Iterable[Signature]) -> None:
         self.signatures = tuple(signatures)
+        owners: dict[tuple[str, bool], list[int]] = {}
+        for index, sig in enumerate(self.signatures):
+            for lit in sig.literals:
+                owners.setdefault((lit.text, lit.caseless), []).append(index)
+        self._exact = [(text, tuple(o)) for (text, caseless), o in owners.items() if not caseless]
+        self._caseless = [(text, tuple(o)) for (text, caseless), o in owners.items() if caseless]
 
     def match(self, message: str) -> tuple[Signature, dict[str, Any]] | None:
-        for sig in self.signatures:
-            if any(needle in message for needle in sig.needles):
-                facts = sig.match(message)
-                if facts is not None:
-                    return sig, facts
+        wanted = {i for text, owners in self._exact if text in message for i in owners}
+        if self._caseless:
+            lowered = message.lower()
+            wanted.update(i for text, owners in self._caseless if text in lowered for i in owners)
+        for index in sorted(wanted):
+            sig = self.signatures[index]
+            facts = sig.match(message)
+            if facts is not None:
+                return sig, facts
         return None
+
+
+def literal_index(engine: str | None = None) -> LiteralIndex:
+    """The prefilter over every signature's literals (built once per process and engine)."""
+    return _index(engine or os.environ.get(ENGINE_VARIABLE) or "")
+
+
+@lru_cache(maxsize=4)
+def _index(engine: str) -> LiteralIndex:
+    literals = [lit for sig in all_signatures() for lit in sig.literals]
+    return build_index(literals, engine or None)
 
 
 def explain(paths: list[str]) -> Explanation:
@@ -68,7 +92,7 @@ def explain(paths: list[str]) -> Explanation:
 
 
 def explain_sources(items: list[Source]) -> Explanation:
-    scanner = Scanner(gate())
+    scanner = Scanner(literal_index())
     matcher = Matcher(all_signatures())
     summary = NcclSummary()
     hits = Findings()

@@ -1,8 +1,8 @@
 """Streaming scan: find the few lines worth a regex without looking at every line in Python.
 
 A log is read in fixed-size blocks (constant memory, whatever the file or line length). In
-each block, ``bytes.find`` looks for the catalogue's gate strings (a C-speed substring search);
-only the lines around those hits are decoded and handed on. NCCL INFO lines feed the NCCL
+each block, one multi-literal search (prefilter.py) finds the signatures' literals; only the
+lines around those hits are decoded and handed on. NCCL INFO lines feed the NCCL
 summary, up to a cap per file, since everything it reports is printed at communicator init.
 """
 
@@ -11,21 +11,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import BinaryIO, Callable, Iterator
 
+from ncclcheck.explain.prefilter import LiteralIndex
+
 BLOCK = 8 << 20            # bytes read at a time
 MAX_LINE = 64 << 10        # longest text kept for one line (the part around the hit)
 MAX_INFO_LINES = 10_000    # NCCL INFO lines per file given to the summary
 GATE, INFO = 1, 2          # why a line is a candidate (bit flags)
 INFO_TOKENS = (b"NCCL INFO", b"NCCL version")
 LAST_ERROR = b"Last error:"
+OVERLAP = 1024             # bytes kept across a cut inside one huge line (longer than a literal)
 
 
 @dataclass
 class Candidate:
-    """A line that passed the gate: its number in the file, its text and how to see before it."""
+    """A line that passed the prefilter: its number in the file, its text, the lines before it."""
 
     number: int
     text: str
-    gated: bool                      # passed the gate: worth matching against the catalogue
+    gated: bool                      # holds a literal: worth matching against the catalogue
     info: bool                       # an NCCL INFO / version line (for the summary)
     before: Callable[[int], list[str]]
 
@@ -33,8 +36,8 @@ class Candidate:
 class Scanner:
     """Yields the candidate lines of one stream."""
 
-    def __init__(self, gate: tuple[str, ...], block: int = BLOCK) -> None:
-        self.gate = tuple(t.encode() for t in gate)
+    def __init__(self, index: LiteralIndex, block: int = BLOCK) -> None:
+        self.index = index
         self.block = block
 
     def lines(self, stream: BinaryIO) -> Iterator[Candidate]:
@@ -57,9 +60,9 @@ class Scanner:
                         carry = buf
                         continue
                     # One line longer than a block: scan this piece, keep a small overlap so a
-                    # gate string split across the boundary is still seen; no newline, so the
+                    # literal split across the boundary is still seen; no newline, so the
                     # line number does not move.
-                    body, carry = buf, buf[-256:]
+                    body, carry = buf, buf[-OVERLAP:]
                     for cand in self._block(body, line_base, False, 0)[0]:
                         yield cand
                     continue
@@ -75,8 +78,14 @@ class Scanner:
         starts: dict[int, int] = {}
         if first_line_wanted:
             starts[0] = GATE
-        for token in self.gate:
-            self._collect(body, token, starts, GATE)
+        line_end = -1
+        for end in self.index.ends(body):
+            if end > line_end:  # the first hit of a line speaks for the line
+                line_end = body.find(b"\n", end)
+                line_end = len(body) if line_end < 0 else line_end
+                # The line's start, or for a very long line a window that keeps the hit in view.
+                start = max(body.rfind(b"\n", 0, end) + 1, end - MAX_LINE // 2)
+                starts[start] = starts.get(start, 0) | GATE
         if info_left > 0:
             for token in INFO_TOKENS:
                 self._collect(body, token, starts, INFO, limit=info_left)
