@@ -7,13 +7,14 @@ import re
 import zlib
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from ncclcheck.explain.catalogue import Signature, all_signatures
 from ncclcheck.explain.findings import Finding, Findings, Hit
 from ncclcheck.explain.lines import LineInfo, parse_line, stamp_in
 from ncclcheck.explain.reader import InputError, Source, sources
 from ncclcheck.explain.prefilter import ENGINE_VARIABLE, LiteralIndex, build_index
+from ncclcheck.explain.reflow import unwrap
 from ncclcheck.explain.scan import Candidate, Scanner
 from ncclcheck.explain.summary import NcclSummary
 
@@ -99,7 +100,8 @@ def explain_sources(items: list[Source]) -> Explanation:
     for source in items:
         stream = source.open()
         try:
-            _scan_one(source.name, scanner.lines(stream), matcher, summary, hits)
+            lines, physical = unwrap(stream)
+            _scan_one(source.name, scanner.lines(lines), matcher, summary, hits, physical)
         except (OSError, EOFError, zlib.error) as exc:  # truncated gzip, I/O error mid-read
             raise InputError(f"cannot read {source.name}: {exc}") from None
         finally:
@@ -110,7 +112,7 @@ def explain_sources(items: list[Source]) -> Explanation:
 
 
 def _scan_one(name: str, candidates: Iterable[Candidate], matcher: Matcher,
-              summary: NcclSummary, hits: Findings) -> None:
+              summary: NcclSummary, hits: Findings, physical: Callable[[int], int]) -> None:
     year: int | None = None
     named = _RANK_FILE.search(os.path.basename(name))
     file_rank = int(named.group(1)) if named else None
@@ -127,7 +129,7 @@ def _scan_one(name: str, candidates: Iterable[Candidate], matcher: Matcher,
             continue
         sig, facts = matched
         _add_context(sig, facts, info, cand)
-        hits.add(Hit(sig, facts, name, cand.number, cand.text.strip()[:2000],
+        hits.add(Hit(sig, facts, name, physical(cand.number), cand.text.strip()[:2000],
                      _rank(info, facts, file_rank), _host(info, facts), info.time, hits.hits))
 
 
