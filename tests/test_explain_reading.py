@@ -52,3 +52,45 @@ def test_line_numbers_map_back_through_many_joins():
     logical = stream.read().decode().splitlines()
     assert logical == [long, "short", long, "last"]
     assert [physical(n) for n in (1, 2, 3, 4)] == [1, 5, 6, 10]
+
+
+# Hand-written edge cases (not captured from a real run): the shapes are those Lightning and
+# Python print; what they test is how an exception's lines are read together.
+
+def test_the_reason_on_the_line_below_an_exception_header_wins_over_the_catch_all(tmp_path):
+    text = ("Traceback (most recent call last):\n"
+            '  File "train.py", line 9, in <module>\n'
+            "lightning.fabric.utilities.exceptions.MisconfigurationException: You set "
+            "`devices=2` in Lightning, but the number of tasks per node configured in SLURM\n"
+            "`--ntasks-per-node=4` does not match. HINT: Set `devices=4`.\n")
+    findings = _findings(tmp_path, text)
+    root = findings[0]
+    assert root["id"] == "lightning.slurm_ntasks_per_node", [f["id"] for f in findings]
+    assert root["facts"] == {"devices": 2, "ntasks_per_node": 4}
+
+
+def test_the_line_below_a_header_is_read_even_without_a_literal_of_its_own(tmp_path):
+    text = ("torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, "
+            "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.19.3\n"
+            "ncclSystemError: System call (e.g. socket, malloc) or external library call failed "
+            "or device error.\nLast error:\n"
+            "Error while creating shared memory segment /dev/shm/nccl-x (size 9637888)\n")
+    assert _findings(tmp_path, text)[0]["id"] == "nccl.shm_failed"
+
+
+CLEAN_LINES = [
+    "Epoch 3: 100%|##########| 50/50 [00:09<00:00, val_error=0.121, error_rate=0.02]",
+    "[rank0]:[W1202 12:59:21.14 ProcessGroupNCCL.cpp:1042] Warning: "
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING is deprecated, use TORCH_NCCL_ASYNC_ERROR_HANDLING",
+    "/usr/lib/python3/site-packages/torch/utils/data/dataloader.py:557: UserWarning: This "
+    "DataLoader will create 16 worker processes in total.",
+    "2026-12-02 12:59:53,123 - WARNING - skipped a shard after ValueError: empty file, "
+    "continuing",
+    "WARNING:root:a sample raised KeyError: 'label' and was dropped",
+    "INFO: mean_abs_error 0.31, Error bars: +-0.02",
+    "Note: an earlier step logged RuntimeError: none (all checks passed)",
+]
+
+
+def test_harmless_error_words_in_a_healthy_run_stay_clean(tmp_path):
+    assert _findings(tmp_path, "\n".join(CLEAN_LINES * 3) + "\n") == []

@@ -23,6 +23,7 @@ _BLOCK_FIELD = re.compile(r"^\s*(?P<key>time|host|rank)\s*:\s*(?P<value>\S+)")
 _FULL_STAMP = re.compile(r"\s*\[?\d{4}-\d\d-\d\d")
 _RANK_FILE = re.compile(r"rank[-_]?(\d+)", re.I)  # one file per rank: rank3.log, rank_3.out
 _HOST_FACTS = ("node", "hostname")
+CATCH_ALL = "python.uncaught_exception"  # the last resort: any uncaught exception
 _RANK_FACTS = ("task",)
 
 
@@ -75,6 +76,14 @@ class Matcher:
                 return sig, facts
         return None
 
+    def match_continued(self, header: str, message: str) -> tuple[Signature, dict[str, Any]] | None:
+        """A message cut over two lines (an exception header and its reason below): matched
+        as one line, unless only the catch-all claims it (the header already said that)."""
+        matched = self.match(header.rstrip() + " " + message.lstrip())
+        if matched is None or matched[0].id == CATCH_ALL:
+            return None
+        return matched
+
 
 def literal_index(engine: str | None = None) -> LiteralIndex:
     """The prefilter over every signature's literals (built once per process and engine)."""
@@ -114,6 +123,7 @@ def explain_sources(items: list[Source]) -> Explanation:
 def _scan_one(name: str, candidates: Iterable[Candidate], matcher: Matcher,
               summary: NcclSummary, hits: Findings, physical: Callable[[int], int]) -> None:
     year: int | None = None
+    above: str | None = None  # the message of the candidate line before, for continuations
     named = _RANK_FILE.search(os.path.basename(name))
     file_rank = int(named.group(1)) if named else None
     for cand in candidates:
@@ -125,6 +135,9 @@ def _scan_one(name: str, candidates: Iterable[Candidate], matcher: Matcher,
         if not cand.gated:
             continue
         matched = matcher.match(info.message)
+        if matched is None and cand.continues and above is not None:
+            matched = matcher.match_continued(above, info.message)
+        above = info.message if cand.gated else None
         if matched is None:
             continue
         sig, facts = matched

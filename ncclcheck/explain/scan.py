@@ -8,6 +8,7 @@ summary, up to a cap per file, since everything it reports is printed at communi
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import BinaryIO, Callable, Iterator
 
@@ -19,6 +20,10 @@ MAX_INFO_LINES = 10_000    # NCCL INFO lines per file given to the summary
 GATE, INFO = 1, 2          # why a line is a candidate (bit flags)
 INFO_TOKENS = (b"NCCL INFO", b"NCCL version")
 LAST_ERROR = b"Last error:"
+# A line whose message goes on below it: torch's "Last error:" echo, an exception header
+# ("MisconfigurationException: ..." with the reason on the next line).
+_GOES_ON = re.compile(rb"(?:Last error:|(?:Error|Exception):(?: .{0,200})?)\s*$")
+NEXT = 4                   # the line was taken because the one above goes on
 OVERLAP = 1024             # bytes kept across a cut inside one huge line (longer than a literal)
 
 
@@ -31,6 +36,7 @@ class Candidate:
     gated: bool                      # holds a literal: worth matching against the catalogue
     info: bool                       # an NCCL INFO / version line (for the summary)
     before: Callable[[int], list[str]]
+    continues: bool = False          # may be the rest of the message on the line above
 
 
 class Scanner:
@@ -77,7 +83,7 @@ class Scanner:
                info_left: int) -> tuple[list[Candidate], bool, int]:
         starts: dict[int, int] = {}
         if first_line_wanted:
-            starts[0] = GATE
+            starts[0] = GATE | NEXT
         line_end = -1
         for end in self.index.ends(body):
             if end > line_end:  # the first hit of a line speaks for the line
@@ -108,16 +114,16 @@ class Scanner:
             if why & INFO:
                 info_left -= 1
             out.append(Candidate(number, _decode(raw), bool(why & GATE), bool(why & INFO),
-                                 _before(body, start)))
-            if raw.rstrip().endswith(LAST_ERROR):
+                                 _before(body, start), bool(why & NEXT)))
+            if why & GATE and _GOES_ON.search(raw):
                 nxt = end + 1
                 if nxt >= len(body):
                     pending_next = True
                 elif nxt not in starts:
-                    starts[nxt] = GATE
+                    starts[nxt] = GATE | NEXT
                     ordered.insert(index, nxt)
                 else:
-                    starts[nxt] |= GATE
+                    starts[nxt] |= GATE | NEXT
         return out, pending_next, info_left
 
     @staticmethod
