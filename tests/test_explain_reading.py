@@ -46,7 +46,7 @@ def test_separator_lines_do_not_make_a_file_wrapped():
 
 
 def test_line_numbers_map_back_through_many_joins():
-    long = "abc " * 50
+    long = "".join(chr(97 + i % 26) for i in range(200))
     text = ("\n".join([_wrap(long, 64), "short", _wrap(long, 64), "last"]) + "\n").encode()
     stream, physical = unwrap(io.BytesIO(text))
     logical = stream.read().decode().splitlines()
@@ -94,3 +94,12 @@ CLEAN_LINES = [
 
 def test_harmless_error_words_in_a_healthy_run_stay_clean(tmp_path):
     assert _findings(tmp_path, "\n".join(CLEAN_LINES * 3) + "\n") == []
+
+
+def test_full_width_lines_of_one_repeated_format_are_not_a_wrap():
+    lines = []
+    for i in range(40):
+        lines.append(f"node{i % 4}:{1000 + i}:{2000 + i} [{i % 8}] NCCL INFO comm 0x55d5c8a0 rank "
+                     f"{i % 8} nranks 8 cudaDev {i % 8} busId 1b000 commId 0x9b2d - Init COMPLETE")
+        lines.append(f"Epoch {i % 4}:  45%|####5     | 450/1000 [01:23<01:40, loss=0.231]")
+    assert wrap_width(("\n".join(lines) + "\n").encode(), complete=True) is None

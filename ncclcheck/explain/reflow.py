@@ -17,6 +17,8 @@ from typing import BinaryIO, Callable
 HEAD = 1 << 20      # bytes looked at to decide whether a file is wrapped
 MIN_WIDTH = 60      # narrower "wraps" are more likely a column of short lines
 MIN_WRAPPED = 2     # lines of exactly the width needed to call a file wrapped
+_DIGITS = re.compile(rb"\d+")
+SHAPE = 24          # leading bytes that tell one line format from another
 # How a new log record begins; a line that begins so is never the tail of a wrapped one.
 _RECORD_START = re.compile(
     rb"\s*(?:\[rank\d+\]:|\[[A-Za-z_]+\d+\]:|\[?\d{4}-\d\d-\d\d[ T_]|\[?[IWEF]\d{4} \d\d:"
@@ -36,7 +38,10 @@ def wrap_width(head: bytes, complete: bool) -> int | None:
         return None
     wrapped = [i for i, n in enumerate(lengths[:-1])
                if n == width and _wrappable(lines[i]) and _continues(lines[i + 1])]
-    return width if len(wrapped) >= MIN_WRAPPED else None
+    # Pieces of wrapped text differ; full-width lines of one repeated format (NCCL's "comm ...
+    # Init COMPLETE" with single-digit ranks) are a format, not a wrap.
+    shapes = {_DIGITS.sub(b"0", lines[i][:SHAPE]) for i in wrapped}
+    return width if len(wrapped) >= MIN_WRAPPED and len(shapes) >= MIN_WRAPPED else None
 
 
 def _continues(line: bytes) -> bool:
