@@ -16,6 +16,8 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any, Mapping
 
+from ncclcheck.explain.literals import NoLiteral, required_literals
+from ncclcheck.explain.prefilter import Literal
 from ncclcheck.model import Category
 
 if sys.version_info >= (3, 11):
@@ -53,7 +55,7 @@ class Signature:
     meaning: str
     fix: str
     patterns: tuple[str, ...]
-    needles: tuple[str, ...]
+    literals: tuple[Literal, ...]
     example: str
     consequence: bool = False
     warning: bool = False
@@ -164,74 +166,16 @@ class _Missing(dict):
         return f"<{key}>"
 
 
-def _needles(patterns: list[str], given: list[str] | None) -> tuple[str, ...]:
-    """The literal strings that must appear in a line before its regex is worth running."""
-    if given:
-        return tuple(given)
-    return tuple(required_literal(p) for p in patterns)
-
-
-def required_literal(pattern: str) -> str:
-    """The longest run of plain characters every match of ``pattern`` must contain.
-
-    Only text outside groups counts; a top-level ``|`` is refused (give one pattern per branch).
-    """
-    runs: list[str] = []
-    current: list[str] = []
-    depth = 0
-    i = 0
-
-    def close() -> None:
-        if current:
-            runs.append("".join(current))
-            current.clear()
-
-    while i < len(pattern):
-        char = pattern[i]
-        if char == "\\" and i + 1 < len(pattern):
-            nxt = pattern[i + 1]
-            if depth == 0 and not nxt.isalnum():
-                current.append(nxt)
-            else:
-                close()
-            i += 2
-        elif char == "[":
-            close()
-            end = re.compile(r"\[\^?\]?(?:\\.|[^\]])*\]").match(pattern, i)
-            i = end.end() if end else i + 1
-        elif char == "(":
-            close()
-            depth += 1
-            i += 1
-        elif char == ")":
-            depth -= 1
-            i += 1
-        elif char == "|" and depth == 0:
-            raise ValueError(f"top-level | in pattern (use one pattern per branch): {pattern!r}")
-        elif char in "?*{" :
-            if current and char != "{" or (char == "{" and pattern[i + 1:i + 2] == "0"):
-                current.pop() if current else None
-            close()
-            if char == "{":
-                i = pattern.index("}", i) + 1
-            else:
-                i += 1
-        elif char == "+":
-            close()
-            i += 1
-        elif char in ".^$":
-            close()
-            i += 1
-        else:
-            if depth == 0:
-                current.append(char)
-            else:
-                close()
-            i += 1
-    close()
-    if not runs or not max(runs, key=len).strip():
-        raise ValueError(f"pattern has no literal part to prefilter on: {pattern!r}")
-    return max(runs, key=len)
+def _literals(sig_id: str, patterns: list[str]) -> tuple[Literal, ...]:
+    """The prefilter literals of a signature, derived from its patterns (see literals.py)."""
+    out: list[Literal] = []
+    for pattern in patterns:
+        try:
+            found = required_literals(pattern)
+        except NoLiteral as exc:
+            raise ValueError(f"{sig_id}: {exc}") from None
+        out += [Literal(text, found.caseless) for text in sorted(found.strings)]
+    return tuple(dict.fromkeys(out))
 
 
 def _build(entry: dict[str, Any]) -> Signature:
@@ -246,7 +190,7 @@ def _build(entry: dict[str, Any]) -> Signature:
         meaning=entry["meaning"].strip(),
         fix=entry["fix"].strip(),
         patterns=tuple(patterns),
-        needles=_needles(patterns, entry.get("needles")),
+        literals=_literals(entry["id"], patterns),
         example=entry["example"],
         consequence=bool(entry.get("consequence", False)),
         warning=bool(entry.get("warning", False)),
@@ -261,11 +205,6 @@ def _build(entry: dict[str, Any]) -> Signature:
 def _data() -> dict[str, Any]:
     text = resources.files("ncclcheck.explain").joinpath(CATALOGUE_FILE).read_text("utf-8")
     return tomllib.loads(text)
-
-
-def gate() -> tuple[str, ...]:
-    """Strings one of which every interesting line contains (the cheap prefilter)."""
-    return tuple(_data()["gate"])
 
 
 @lru_cache(maxsize=1)

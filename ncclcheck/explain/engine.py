@@ -6,12 +6,15 @@ import os
 import re
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from functools import lru_cache
+from typing import Any, Callable, Iterable
 
-from ncclcheck.explain.catalogue import Signature, all_signatures, gate
+from ncclcheck.explain.catalogue import Signature, all_signatures
 from ncclcheck.explain.findings import Finding, Findings, Hit
 from ncclcheck.explain.lines import LineInfo, parse_line, stamp_in
 from ncclcheck.explain.reader import InputError, Source, sources
+from ncclcheck.explain.prefilter import ENGINE_VARIABLE, LiteralIndex, build_index
+from ncclcheck.explain.reflow import unwrap
 from ncclcheck.explain.scan import Candidate, Scanner
 from ncclcheck.explain.summary import NcclSummary
 
@@ -20,6 +23,7 @@ _BLOCK_FIELD = re.compile(r"^\s*(?P<key>time|host|rank)\s*:\s*(?P<value>\S+)")
 _FULL_STAMP = re.compile(r"\s*\[?\d{4}-\d\d-\d\d")
 _RANK_FILE = re.compile(r"rank[-_]?(\d+)", re.I)  # one file per rank: rank3.log, rank_3.out
 _HOST_FACTS = ("node", "hostname")
+CATCH_ALL = "python.uncaught_exception"  # the last resort: any uncaught exception
 _RANK_FACTS = ("task",)
 
 
@@ -48,18 +52,48 @@ class Explanation:
 
 
 class Matcher:
-    """Matches candidate lines against the catalogue, cheapest test first."""
+    """Matches candidate lines against the catalogue: the literals a line holds name the few
+    signatures worth a regex; those are tried in catalogue order (the first claim wins)."""
 
     def __init__(self, signatures: Iterable[Signature]) -> None:
         self.signatures = tuple(signatures)
+        owners: dict[tuple[str, bool], list[int]] = {}
+        for index, sig in enumerate(self.signatures):
+            for lit in sig.literals:
+                owners.setdefault((lit.text, lit.caseless), []).append(index)
+        self._exact = [(text, tuple(o)) for (text, caseless), o in owners.items() if not caseless]
+        self._caseless = [(text, tuple(o)) for (text, caseless), o in owners.items() if caseless]
 
     def match(self, message: str) -> tuple[Signature, dict[str, Any]] | None:
-        for sig in self.signatures:
-            if any(needle in message for needle in sig.needles):
-                facts = sig.match(message)
-                if facts is not None:
-                    return sig, facts
+        wanted = {i for text, owners in self._exact if text in message for i in owners}
+        if self._caseless:
+            lowered = message.lower()
+            wanted.update(i for text, owners in self._caseless if text in lowered for i in owners)
+        for index in sorted(wanted):
+            sig = self.signatures[index]
+            facts = sig.match(message)
+            if facts is not None:
+                return sig, facts
         return None
+
+    def match_continued(self, header: str, message: str) -> tuple[Signature, dict[str, Any]] | None:
+        """A message cut over two lines (an exception header and its reason below): matched
+        as one line, unless only the catch-all claims it (the header already said that)."""
+        matched = self.match(header.rstrip() + " " + message.lstrip())
+        if matched is None or matched[0].id == CATCH_ALL:
+            return None
+        return matched
+
+
+def literal_index(engine: str | None = None) -> LiteralIndex:
+    """The prefilter over every signature's literals (built once per process and engine)."""
+    return _index(engine or os.environ.get(ENGINE_VARIABLE) or "")
+
+
+@lru_cache(maxsize=4)
+def _index(engine: str) -> LiteralIndex:
+    literals = [lit for sig in all_signatures() for lit in sig.literals]
+    return build_index(literals, engine or None)
 
 
 def explain(paths: list[str]) -> Explanation:
@@ -68,14 +102,15 @@ def explain(paths: list[str]) -> Explanation:
 
 
 def explain_sources(items: list[Source]) -> Explanation:
-    scanner = Scanner(gate())
+    scanner = Scanner(literal_index())
     matcher = Matcher(all_signatures())
     summary = NcclSummary()
     hits = Findings()
     for source in items:
         stream = source.open()
         try:
-            _scan_one(source.name, scanner.lines(stream), matcher, summary, hits)
+            lines, physical = unwrap(stream)
+            _scan_one(source.name, scanner.lines(lines), matcher, summary, hits, physical)
         except (OSError, EOFError, zlib.error) as exc:  # truncated gzip, I/O error mid-read
             raise InputError(f"cannot read {source.name}: {exc}") from None
         finally:
@@ -86,8 +121,9 @@ def explain_sources(items: list[Source]) -> Explanation:
 
 
 def _scan_one(name: str, candidates: Iterable[Candidate], matcher: Matcher,
-              summary: NcclSummary, hits: Findings) -> None:
+              summary: NcclSummary, hits: Findings, physical: Callable[[int], int]) -> None:
     year: int | None = None
+    above: str | None = None  # the message of the candidate line before, for continuations
     named = _RANK_FILE.search(os.path.basename(name))
     file_rank = int(named.group(1)) if named else None
     for cand in candidates:
@@ -99,11 +135,14 @@ def _scan_one(name: str, candidates: Iterable[Candidate], matcher: Matcher,
         if not cand.gated:
             continue
         matched = matcher.match(info.message)
+        if matched is None and cand.continues and above is not None:
+            matched = matcher.match_continued(above, info.message)
+        above = info.message if cand.gated else None
         if matched is None:
             continue
         sig, facts = matched
         _add_context(sig, facts, info, cand)
-        hits.add(Hit(sig, facts, name, cand.number, cand.text.strip()[:2000],
+        hits.add(Hit(sig, facts, name, physical(cand.number), cand.text.strip()[:2000],
                      _rank(info, facts, file_rank), _host(info, facts), info.time, hits.hits))
 
 

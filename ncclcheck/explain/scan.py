@@ -1,15 +1,18 @@
 """Streaming scan: find the few lines worth a regex without looking at every line in Python.
 
 A log is read in fixed-size blocks (constant memory, whatever the file or line length). In
-each block, ``bytes.find`` looks for the catalogue's gate strings (a C-speed substring search);
-only the lines around those hits are decoded and handed on. NCCL INFO lines feed the NCCL
+each block, one multi-literal search (prefilter.py) finds the signatures' literals; only the
+lines around those hits are decoded and handed on. NCCL INFO lines feed the NCCL
 summary, up to a cap per file, since everything it reports is printed at communicator init.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import BinaryIO, Callable, Iterator
+
+from ncclcheck.explain.prefilter import LiteralIndex
 
 BLOCK = 8 << 20            # bytes read at a time
 MAX_LINE = 64 << 10        # longest text kept for one line (the part around the hit)
@@ -17,24 +20,30 @@ MAX_INFO_LINES = 10_000    # NCCL INFO lines per file given to the summary
 GATE, INFO = 1, 2          # why a line is a candidate (bit flags)
 INFO_TOKENS = (b"NCCL INFO", b"NCCL version")
 LAST_ERROR = b"Last error:"
+# A line whose message goes on below it: torch's "Last error:" echo, an exception header
+# ("MisconfigurationException: ..." with the reason on the next line).
+_GOES_ON = re.compile(rb"(?:Last error:|(?:Error|Exception):(?: .{0,200})?)\s*$")
+NEXT = 4                   # the line was taken because the one above goes on
+OVERLAP = 1024             # bytes kept across a cut inside one huge line (longer than a literal)
 
 
 @dataclass
 class Candidate:
-    """A line that passed the gate: its number in the file, its text and how to see before it."""
+    """A line that passed the prefilter: its number in the file, its text, the lines before it."""
 
     number: int
     text: str
-    gated: bool                      # passed the gate: worth matching against the catalogue
+    gated: bool                      # holds a literal: worth matching against the catalogue
     info: bool                       # an NCCL INFO / version line (for the summary)
     before: Callable[[int], list[str]]
+    continues: bool = False          # may be the rest of the message on the line above
 
 
 class Scanner:
     """Yields the candidate lines of one stream."""
 
-    def __init__(self, gate: tuple[str, ...], block: int = BLOCK) -> None:
-        self.gate = tuple(t.encode() for t in gate)
+    def __init__(self, index: LiteralIndex, block: int = BLOCK) -> None:
+        self.index = index
         self.block = block
 
     def lines(self, stream: BinaryIO) -> Iterator[Candidate]:
@@ -57,9 +66,9 @@ class Scanner:
                         carry = buf
                         continue
                     # One line longer than a block: scan this piece, keep a small overlap so a
-                    # gate string split across the boundary is still seen; no newline, so the
+                    # literal split across the boundary is still seen; no newline, so the
                     # line number does not move.
-                    body, carry = buf, buf[-256:]
+                    body, carry = buf, buf[-OVERLAP:]
                     for cand in self._block(body, line_base, False, 0)[0]:
                         yield cand
                     continue
@@ -74,9 +83,15 @@ class Scanner:
                info_left: int) -> tuple[list[Candidate], bool, int]:
         starts: dict[int, int] = {}
         if first_line_wanted:
-            starts[0] = GATE
-        for token in self.gate:
-            self._collect(body, token, starts, GATE)
+            starts[0] = GATE | NEXT
+        line_end = -1
+        for end in self.index.ends(body):
+            if end > line_end:  # the first hit of a line speaks for the line
+                line_end = body.find(b"\n", end)
+                line_end = len(body) if line_end < 0 else line_end
+                # The line's start, or for a very long line a window that keeps the hit in view.
+                start = max(body.rfind(b"\n", 0, end) + 1, end - MAX_LINE // 2)
+                starts[start] = starts.get(start, 0) | GATE
         if info_left > 0:
             for token in INFO_TOKENS:
                 self._collect(body, token, starts, INFO, limit=info_left)
@@ -99,16 +114,16 @@ class Scanner:
             if why & INFO:
                 info_left -= 1
             out.append(Candidate(number, _decode(raw), bool(why & GATE), bool(why & INFO),
-                                 _before(body, start)))
-            if raw.rstrip().endswith(LAST_ERROR):
+                                 _before(body, start), bool(why & NEXT)))
+            if why & GATE and _GOES_ON.search(raw):
                 nxt = end + 1
                 if nxt >= len(body):
                     pending_next = True
                 elif nxt not in starts:
-                    starts[nxt] = GATE
+                    starts[nxt] = GATE | NEXT
                     ordered.insert(index, nxt)
                 else:
-                    starts[nxt] |= GATE
+                    starts[nxt] |= GATE | NEXT
         return out, pending_next, info_left
 
     @staticmethod

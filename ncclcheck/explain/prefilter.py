@@ -1,0 +1,137 @@
+"""The prefilter: find, in a block of log bytes, the lines that hold any signature's literal.
+
+Only those lines are decoded and handed to the regexes, so the cost of a log is one
+multi-literal search over its bytes plus the few lines that could be failures. The literal
+list comes from the signatures' own patterns (``literals.py``).
+
+Engines, chosen by measurement (benchmarks/explain_speed.py): Hyperscan when its Python
+binding is installed (the ``fast`` extra), else an Aho-Corasick automaton (``pyahocorasick``),
+else Python's ``re`` over one alternation of the literals (the fallback, always available).
+``NCCLCHECK_EXPLAIN_ENGINE=re|aho|hyperscan`` forces one (tests use it to cover the fallback).
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import re
+from dataclasses import dataclass
+from typing import Callable, Iterator, Protocol, Sequence
+
+ENGINE_VARIABLE = "NCCLCHECK_EXPLAIN_ENGINE"
+ENGINES = ("hyperscan", "aho", "re")
+
+
+@dataclass(frozen=True)
+class Literal:
+    text: str
+    caseless: bool = False
+
+
+class LiteralIndex(Protocol):
+    name: str
+
+    def ends(self, block: bytes) -> Iterator[int]:
+        """Offsets in ``block`` just past an occurrence of some literal, in increasing order
+        (not every occurrence: at least the first of each line that holds one)."""
+
+
+class ReIndex:
+    """Pure Python: one compiled alternation of every literal, searched line by line."""
+
+    name = "re"
+
+    def __init__(self, literals: Sequence[Literal]) -> None:
+        parts = [(b"(?i:%s)" if lit.caseless else b"%s") % re.escape(lit.text.encode())
+                 for lit in sorted(set(literals), key=lambda lit: -len(lit.text))]
+        self._search = re.compile(b"|".join(parts)).search
+
+    def ends(self, block: bytes) -> Iterator[int]:
+        search, pos = self._search, 0
+        while True:
+            found = search(block, pos)
+            if found is None:
+                return
+            yield found.end()
+            pos = block.find(b"\n", found.end())
+            if pos < 0:
+                return
+
+
+class AhoIndex:
+    """An Aho-Corasick automaton over the bytes read as Latin-1 (one char per byte, so
+    offsets are byte offsets); caseless literals go through a second automaton over the
+    lower-cased block."""
+
+    name = "aho"
+
+    def __init__(self, literals: Sequence[Literal]) -> None:
+        import ahocorasick
+
+        self._exact = self._caseless = None
+        for caseless in (False, True):
+            words = {lit.text.encode().decode("latin-1") for lit in literals
+                     if lit.caseless == caseless}
+            if not words:
+                continue
+            automaton = ahocorasick.Automaton()
+            for word in words:
+                automaton.add_word(word, len(word))
+            automaton.make_automaton()
+            if caseless:
+                self._caseless = automaton
+            else:
+                self._exact = automaton
+
+    def ends(self, block: bytes) -> Iterator[int]:
+        streams = []
+        if self._exact is not None:
+            streams.append(end + 1 for end, _ in self._exact.iter(block.decode("latin-1")))
+        if self._caseless is not None:
+            lowered = block.lower().decode("latin-1")
+            streams.append(end + 1 for end, _ in self._caseless.iter(lowered))
+        return heapq.merge(*streams)
+
+
+class HyperscanIndex:
+    """Hyperscan's literal database in block mode: one pass, every literal at once."""
+
+    name = "hyperscan"
+
+    def __init__(self, literals: Sequence[Literal]) -> None:
+        import hyperscan
+
+        unique = sorted(set(literals), key=lambda lit: (lit.text, lit.caseless))
+        self._db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        self._db.compile(
+            expressions=[lit.text.encode() for lit in unique],
+            ids=list(range(len(unique))),
+            flags=[hyperscan.HS_FLAG_CASELESS if lit.caseless else 0 for lit in unique],
+            literal=True,
+        )
+
+    def ends(self, block: bytes) -> Iterator[int]:
+        found: list[int] = []
+
+        def on_match(_id: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
+            found.append(end)
+
+        self._db.scan(block, match_event_handler=on_match)
+        return iter(sorted(found))
+
+
+_BUILDERS: dict[str, Callable[[Sequence[Literal]], LiteralIndex]] = {
+    "hyperscan": HyperscanIndex, "aho": AhoIndex, "re": ReIndex,
+}
+
+
+def build_index(literals: Sequence[Literal], engine: str | None = None) -> LiteralIndex:
+    """The fastest available engine (or ``engine`` / $NCCLCHECK_EXPLAIN_ENGINE when given)."""
+    wanted = engine or os.environ.get(ENGINE_VARIABLE) or ""
+    order = (wanted,) if wanted in ENGINES else ENGINES
+    for name in order:
+        try:
+            return _BUILDERS[name](literals)
+        except ImportError:
+            continue
+    return ReIndex(literals)

@@ -1,0 +1,96 @@
+"""The prefilter's literals come from the patterns, and every engine finds the same lines."""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import pytest
+
+from ncclcheck.explain import prefilter
+from ncclcheck.explain.catalogue import all_signatures
+from ncclcheck.explain.engine import explain, literal_index
+from ncclcheck.explain.literals import MIN_LENGTH, NoLiteral, required_literals
+from ncclcheck.explain.prefilter import ENGINES, Literal, build_index
+
+SIGNATURES = all_signatures()
+
+
+def test_literals_follow_the_pattern_structure():
+    assert required_literals(r"Invalid rank requested : (?P<rank>\d+)/(?P<n>\d+)").strings == \
+        {"Invalid rank requested : "}
+    assert required_literals(r"(?:JOB|STEP) (?P<job>\S+) ON").strings == {"JOB ", "STEP "}
+    assert required_literals(r"[Ee]rror while creating").strings == \
+        {"Error while creating", "error while creating"}
+    # The text a group ends with joins the text after it ("Error: ", not just "Error").
+    assert required_literals(r"^(?P<e>\w+(?:Error|Exception)): (?P<m>.+)").strings == \
+        {"Error: ", "Exception: "}
+    found = required_literals(r"(?i)unhandled SYSTEM error")
+    assert found.caseless and found.strings == {"unhandled system error"}
+    assert required_literals(r"colou?r of things").strings == {"r of things"}
+
+
+@pytest.mark.parametrize("pattern", [r"\d+/\d+", r"(?:ab|\d+)x", r"ab?c?", r".*"])
+def test_a_pattern_without_a_literal_is_refused(pattern):
+    with pytest.raises(NoLiteral):
+        required_literals(pattern)
+
+
+@pytest.mark.parametrize("sig", SIGNATURES, ids=lambda s: s.id)
+def test_every_signature_has_literals_its_example_holds(sig):
+    """No signature can be starved: each has literals, and the example of the pattern that
+    matches it holds one of that pattern's literals."""
+    assert sig.literals and all(len(lit.text) >= MIN_LENGTH for lit in sig.literals)
+    for pattern in sig.patterns:
+        if re.search(pattern, sig.example):
+            strings = required_literals(pattern).strings
+            assert any(text in sig.example for text in strings), (pattern, strings)
+
+
+def _available(engine: str) -> bool:
+    module = {"hyperscan": "hyperscan", "aho": "ahocorasick", "re": "re"}[engine]
+    try:
+        __import__(module)
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_every_engine_finds_the_same_lines(engine):
+    if not _available(engine):
+        pytest.skip(f"{engine} not installed")
+    literals = [Literal("Invalid rank requested : "), Literal("Cuda failure "),
+                Literal("Cuda failure '"), Literal("unhandled system error", caseless=True)]
+    block = (b"ok\nx Cuda failure 'out of memory'\nfine\nUNHANDLED System Error here\n"
+             b"Invalid rank requested : 6/4 and Cuda failure again\nval_error=0.1\n")
+    index = build_index(literals, engine)
+    assert index.name == engine
+    lines = {block.rfind(b"\n", 0, end) + 1 for end in index.ends(block)}
+    assert sorted(block[s:block.find(b"\n", s)] for s in lines) == [
+        b"Invalid rank requested : 6/4 and Cuda failure again",
+        b"UNHANDLED System Error here", b"x Cuda failure 'out of memory'"]
+
+
+def test_fallback_is_used_when_no_optional_engine_is_installed(monkeypatch):
+    monkeypatch.setitem(sys.modules, "hyperscan", None)  # import now raises ImportError
+    monkeypatch.setitem(sys.modules, "ahocorasick", None)
+    index = build_index([Literal("Invalid rank requested : ")])
+    assert index.name == "re"
+    assert list(index.ends(b"a\nInvalid rank requested : 6/4\n")) == [27]
+
+
+def test_forced_fallback_explains_like_the_fast_engine(tmp_path, monkeypatch):
+    log = tmp_path / "job.log"
+    log.write_text("step 1 val_error=0.1\nUserWarning: deprecated\n"
+                   "n1:1:1 [0] init.cc:1 NCCL WARN Invalid rank requested : 6/4\n"
+                   "RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    results = {}
+    for engine in ENGINES:
+        if _available(engine):
+            monkeypatch.setenv(prefilter.ENGINE_VARIABLE, engine)
+            assert literal_index().name == engine
+            results[engine] = [(f["id"], f["line"]) for f in explain([str(log)]).to_dict()
+                               ["findings"]]
+    assert results["re"] == [("nccl.invalid_rank", 3), ("cuda.illegal_memory_access", 4)]
+    assert all(found == results["re"] for found in results.values()), results

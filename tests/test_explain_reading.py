@@ -1,0 +1,105 @@
+"""Reading a log as a person does: wrapped lines re-joined, exceptions read as one unit."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from ncclcheck.explain.engine import explain
+from ncclcheck.explain.reflow import unwrap, wrap_width
+
+FAILURE = ("[2026-06-11 11:44:19] node2:2251:2251 [2] init.cc:1872 NCCL WARN Invalid rank "
+           "requested : 6/4 (the world size reached NCCL as the per-node GPU count)")
+
+
+def _wrap(text: str, width: int = 80) -> str:
+    return "\n".join(text[i:i + width] for i in range(0, len(text), width))
+
+
+def _findings(tmp_path: Path, text: str) -> list[dict]:
+    path = tmp_path / "job.log"
+    path.write_text(text, "utf-8")
+    return explain([str(path)]).to_dict()["findings"]
+
+
+def test_terminal_wrapped_line_is_rejoined_and_keeps_the_file_line_number(tmp_path):
+    text = "start\n" + _wrap("x" * 30 + " launch " + "y" * 100) + "\n" + _wrap(FAILURE) + "\n"
+    assert "Invalid rank requested" not in text  # the wrap cut the literal
+    root = _findings(tmp_path, text)[0]
+    assert root["id"] == "nccl.invalid_rank" and root["facts"] == {"rank": 6, "nranks": 4}
+    assert root["line"] == 4  # line 1 "start", lines 2-3 the launch line, line 4 the failure
+    assert root["host"] == "node2"
+
+
+def test_full_width_lines_that_start_new_records_are_not_joined():
+    lines = [f"[rank{r}]:[E906 12:16:32.6 ProcessGroupNCCL.cpp:607] [Rank {r}] " + "z" * 60
+             for r in range(4)]
+    assert wrap_width(("\n".join(lines) + "\n").encode(), complete=True) is None
+    stream, physical = unwrap(io.BytesIO(("\n".join(lines) + "\n").encode()))
+    assert stream.read().decode().splitlines() == lines and physical(3) == 3
+
+
+def test_separator_lines_do_not_make_a_file_wrapped():
+    banner = "*" * 90
+    text = f"{banner}\nSetting OMP_NUM_THREADS to 1\n{banner}\nok\n".encode()
+    assert wrap_width(text, complete=True) is None
+
+
+def test_line_numbers_map_back_through_many_joins():
+    long = "".join(chr(97 + i % 26) for i in range(200))
+    text = ("\n".join([_wrap(long, 64), "short", _wrap(long, 64), "last"]) + "\n").encode()
+    stream, physical = unwrap(io.BytesIO(text))
+    logical = stream.read().decode().splitlines()
+    assert logical == [long, "short", long, "last"]
+    assert [physical(n) for n in (1, 2, 3, 4)] == [1, 5, 6, 10]
+
+
+# Hand-written edge cases (not captured from a real run): the shapes are those Lightning and
+# Python print; what they test is how an exception's lines are read together.
+
+def test_the_reason_on_the_line_below_an_exception_header_wins_over_the_catch_all(tmp_path):
+    text = ("Traceback (most recent call last):\n"
+            '  File "train.py", line 9, in <module>\n'
+            "lightning.fabric.utilities.exceptions.MisconfigurationException: You set "
+            "`devices=2` in Lightning, but the number of tasks per node configured in SLURM\n"
+            "`--ntasks-per-node=4` does not match. HINT: Set `devices=4`.\n")
+    findings = _findings(tmp_path, text)
+    root = findings[0]
+    assert root["id"] == "lightning.slurm_ntasks_per_node", [f["id"] for f in findings]
+    assert root["facts"] == {"devices": 2, "ntasks_per_node": 4}
+
+
+def test_the_line_below_a_header_is_read_even_without_a_literal_of_its_own(tmp_path):
+    text = ("torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, "
+            "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.19.3\n"
+            "ncclSystemError: System call (e.g. socket, malloc) or external library call failed "
+            "or device error.\nLast error:\n"
+            "Error while creating shared memory segment /dev/shm/nccl-x (size 9637888)\n")
+    assert _findings(tmp_path, text)[0]["id"] == "nccl.shm_failed"
+
+
+CLEAN_LINES = [
+    "Epoch 3: 100%|##########| 50/50 [00:09<00:00, val_error=0.121, error_rate=0.02]",
+    "[rank0]:[W1202 12:59:21.14 ProcessGroupNCCL.cpp:1042] Warning: "
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING is deprecated, use TORCH_NCCL_ASYNC_ERROR_HANDLING",
+    "/usr/lib/python3/site-packages/torch/utils/data/dataloader.py:557: UserWarning: This "
+    "DataLoader will create 16 worker processes in total.",
+    "2026-12-02 12:59:53,123 - WARNING - skipped a shard after ValueError: empty file, "
+    "continuing",
+    "WARNING:root:a sample raised KeyError: 'label' and was dropped",
+    "INFO: mean_abs_error 0.31, Error bars: +-0.02",
+    "Note: an earlier step logged RuntimeError: none (all checks passed)",
+]
+
+
+def test_harmless_error_words_in_a_healthy_run_stay_clean(tmp_path):
+    assert _findings(tmp_path, "\n".join(CLEAN_LINES * 3) + "\n") == []
+
+
+def test_full_width_lines_of_one_repeated_format_are_not_a_wrap():
+    lines = []
+    for i in range(40):
+        lines.append(f"node{i % 4}:{1000 + i}:{2000 + i} [{i % 8}] NCCL INFO comm 0x55d5c8a0 rank "
+                     f"{i % 8} nranks 8 cudaDev {i % 8} busId 1b000 commId 0x9b2d - Init COMPLETE")
+        lines.append(f"Epoch {i % 4}:  45%|####5     | 450/1000 [01:23<01:40, loss=0.231]")
+    assert wrap_width(("\n".join(lines) + "\n").encode(), complete=True) is None
