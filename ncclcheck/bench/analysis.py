@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ncclcheck.model import Category, CheckResult, failed, passed, warned
+from ncclcheck.model import BenchSection, Category, CheckResult, failed, passed, warned
 
 from .faults import FAULT_VARIABLE
 from .metrics import (RankRow, SizeRow, average_busbw, combine_size, find_stragglers, significant,
@@ -64,27 +64,27 @@ def job_rows(result: SweepResult) -> list[SizeRow]:
 
 
 def bench_section(result: SweepResult, rows: list[SizeRow],
-                  reference: Reference | None) -> dict[str, Any]:
+                  reference: Reference | None) -> BenchSection:
     """The report's `bench` object (docs/report.schema.json), nccl-tests' numbers per size."""
     peak = max(rows, key=lambda r: r.busbw_gbps) if rows else None
     first = next(iter(result.outcomes.values()), {})
-    return {
-        "backend": result.backend,
-        "world_size": result.world_size,
-        "dtype": result.dtype,
-        "iters": result.iters,
-        "warmup": result.warmup,
-        "rows": [r.to_dict() for r in rows],
-        "avg_busbw_gbps": significant(average_busbw(rows)),
-        "peak_busbw_gbps": significant(peak.busbw_gbps) if peak else 0.0,
-        "peak_bytes": peak.bytes if peak else None,
-        "hosts": sorted({h for h in result.hosts.values() if h}),
-        "gpu": first.get("gpu_name"),
-        "nccl_version": first.get("nccl_version"),
-        "reference": None if reference is None else {
+    return BenchSection(
+        backend=result.backend,
+        world_size=result.world_size,
+        dtype=result.dtype,
+        iters=result.iters,
+        warmup=result.warmup,
+        rows=[r.to_dict() for r in rows],
+        avg_busbw_gbps=significant(average_busbw(rows)),
+        peak_busbw_gbps=significant(peak.busbw_gbps) if peak else 0.0,
+        peak_bytes=peak.bytes if peak else None,
+        hosts=sorted({h for h in result.hosts.values() if h}),
+        gpu=first.get("gpu_name"),
+        nccl_version=first.get("nccl_version"),
+        reference=None if reference is None else {
             "key": reference.key, "title": reference.title, "busbw_gbps": reference.busbw_gbps,
             "warn_below_gbps": reference.warn_below_gbps},
-    }
+    )
 
 
 def _ranks(ranks: list[int], hosts: dict[int, str | None] | None = None) -> str:

@@ -52,6 +52,7 @@ class StandaloneLauncher(Launcher):
     name = "standalone"
     title = "none (standalone single process)"
     master_required = False
+    single_process = True
 
     @staticmethod
     def detect(env: Mapping[str, str]) -> str | None:

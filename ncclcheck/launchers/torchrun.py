@@ -18,6 +18,7 @@ class TorchrunLauncher(Launcher):
     name = "torchrun"
     title = "torchrun / torchelastic"
     rank_formula_guaranteed = True  # ranks are assigned node by node (cumulative local sizes)
+    agent_holds_master_port = True  # the elastic agent's own store listens on MASTER_PORT
 
     @staticmethod
     def detect(env: Mapping[str, str]) -> str | None:

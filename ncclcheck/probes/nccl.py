@@ -30,7 +30,7 @@ SYS_INFINIBAND = "/sys/class/infiniband"
 def probe(ctx: ProbeContext) -> list[CheckResult]:
     env = ctx.env
     cache = ldconfig_cache(timeout=min(5.0, max(1.0, ctx.remaining() / 4)))
-    found = discover(env, ctx.option("nccl_lib"), cache=cache)
+    found = discover(env, ctx.options.nccl.nccl_lib, cache=cache)
     results = [check_library(found)]
     library = found.resolution.found
     answer = None
