@@ -3,7 +3,7 @@
 __version__ = "0.1.0"
 
 __all__ = ["__version__", "CheckResult", "Category", "Report", "Status", "ProbeContext",
-           "run_checks"]
+           "ProbeOptions", "Request", "Output", "Outcome", "check", "run_checks"]
 
 
 def __getattr__(name: str):
@@ -11,10 +11,10 @@ def __getattr__(name: str):
     if name in ("CheckResult", "Category", "Report", "Status"):
         from ncclcheck import model
         return getattr(model, name)
-    if name == "ProbeContext":
-        from ncclcheck.context import ProbeContext
-        return ProbeContext
-    if name == "run_checks":
-        from ncclcheck.runner import run_checks
-        return run_checks
+    if name in ("ProbeContext", "ProbeOptions"):
+        from ncclcheck import context
+        return getattr(context, name)
+    if name in ("Request", "Output", "Outcome", "check", "run_checks"):
+        from ncclcheck import runner
+        return getattr(runner, name)
     raise AttributeError(name)

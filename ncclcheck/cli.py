@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import click
 
 from ncclcheck import __version__
 from ncclcheck.bench.cli_options import bench_options
+
+if TYPE_CHECKING:
+    from ncclcheck.context import ProbeOptions
 
 FORMATS = ("table", "json", "markdown")
 
@@ -49,23 +52,16 @@ def probe_options(func: Callable) -> Callable:
     return func
 
 
-def _context(timeout: float, nodes: int | None, gpus_per_node: int | None, **options):
-    from ncclcheck.context import ProbeContext
-    return ProbeContext(env=dict(os.environ), nodes=nodes, gpus_per_node=gpus_per_node,
-                        timeout=timeout, options=options)
-
-
 def _run(families: list[str], fmt: str, junit: str | None, timeout: float, strict: bool,
-         nodes: int | None, gpus_per_node: int | None, **options) -> None:
-    from ncclcheck.runner import emit, run_checks
-    ctx = _context(timeout, nodes, gpus_per_node, **options)
-    from ncclcheck.cluster.job import cluster_layout, run_cluster
-    layout = cluster_layout(ctx.env)
-    if layout is not None:  # one of several ranks: rank 0 reports for the whole job
-        ctx.options["store_port"] = click.get_current_context().meta.get("ncclcheck.store_port")
-        sys.exit(run_cluster(families, ctx, layout, fmt, junit, strict))
-    report = run_checks(families, ctx)
-    sys.exit(emit(report, fmt, junit, strict))
+         nodes: int | None, gpus_per_node: int | None, options: "ProbeOptions | None" = None
+         ) -> None:
+    """Every probe command ends here: one library call, then its exit code."""
+    from ncclcheck.context import ProbeOptions
+    from ncclcheck.runner import Output, Request, check, finish
+    request = Request(tuple(families), options or ProbeOptions(), nodes, gpus_per_node, timeout)
+    store_port = click.get_current_context().meta.get("ncclcheck.store_port")
+    outcome = check(request, output=Output(fmt, junit, strict), store_port=store_port)
+    sys.exit(finish(outcome))
 
 
 def _family_list(value: str | None, option: str) -> list[str]:
@@ -133,8 +129,9 @@ def ranks(fmt, junit, timeout, strict, nodes, gpus_per_node, lightning, cluster_
             validate_options(lightning, cluster_env)
         except (RuntimeError, ValueError) as exc:
             raise UsageFailure(str(exc).splitlines()[0]) from None
+    from ncclcheck.context import ProbeOptions, RanksOptions
     _run(["ranks"], fmt, junit, timeout, strict, nodes, gpus_per_node,
-         lightning=lightning, cluster_env=cluster_env)
+         ProbeOptions(ranks=RanksOptions(lightning=lightning, cluster_env=cluster_env)))
 
 
 @cli.command()
@@ -153,8 +150,10 @@ def net(fmt, junit, timeout, strict, nodes, gpus_per_node, mesh_full_max,
       NCCL_SOCKET_IFNAME=eth0 MASTER_ADDR=node0 MASTER_PORT=29500 ncclcheck net
       torchrun --nnodes 4 --nproc-per-node 8 ... -m ncclcheck net   # + node-to-node mesh
     """
+    from ncclcheck.context import NetOptions, ProbeOptions
     _run(["net"], fmt, junit, timeout, strict, nodes, gpus_per_node,
-         mesh_full_max=mesh_full_max, mesh_connect_timeout=mesh_connect_timeout)
+         ProbeOptions(net=NetOptions(mesh_full_max=mesh_full_max,
+                                     mesh_connect_timeout=mesh_connect_timeout)))
 
 
 @cli.command()
@@ -170,8 +169,9 @@ def bench(fmt, junit, timeout, strict, nodes, gpus_per_node, **sweep) -> None:
       torchrun --nnodes 2 --nproc-per-node 8 ... -m ncclcheck bench --min-busbw 150
     """
     from ncclcheck.bench.cli_options import make_options
-    options = make_options(**sweep)
-    _run(["bench"], fmt, junit, timeout, strict, nodes, gpus_per_node, bench=options)
+    from ncclcheck.context import ProbeOptions
+    _run(["bench"], fmt, junit, timeout, strict, nodes, gpus_per_node,
+         ProbeOptions(bench=make_options(**sweep)))
 
 
 @cli.command()
@@ -187,7 +187,9 @@ def nccl(fmt, junit, timeout, strict, nodes, gpus_per_node, nccl_lib) -> None:
       NCCL_VERSION=2.11.4-1 NCCL_SOCKET_IFNAME=eth0 NCCL_DEBUG=INFO \\
         NCCL_NSOCKS_PERTHREAD=4 NCCL_SOCKET_NTHREADS=4 ncclcheck nccl
     """
-    _run(["nccl"], fmt, junit, timeout, strict, nodes, gpus_per_node, nccl_lib=nccl_lib)
+    from ncclcheck.context import NcclOptions, ProbeOptions
+    _run(["nccl"], fmt, junit, timeout, strict, nodes, gpus_per_node,
+         ProbeOptions(nccl=NcclOptions(nccl_lib=nccl_lib)))
 
 
 @cli.command()

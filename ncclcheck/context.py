@@ -1,4 +1,5 @@
-"""What a probe is given: the environment snapshot, the expected layout, the deadline."""
+"""What a probe is given: the environment snapshot, the expected layout, the deadline, and each
+family's own typed options."""
 
 from __future__ import annotations
 
@@ -7,6 +8,48 @@ import socket
 import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
+
+from ncclcheck.bench.options import BenchOptions
+
+
+@dataclass(frozen=True)
+class RanksOptions:
+    """`ncclcheck ranks`: add Lightning's view, validate a custom ClusterEnvironment."""
+
+    lightning: bool = False
+    cluster_env: str | None = None  # "MODULE:CLASS"
+    visible_gpus: int | None = None  # the GPU count to assume instead of asking torch (tests)
+
+    @property
+    def wants_lightning(self) -> bool:
+        return self.lightning or bool(self.cluster_env)
+
+
+@dataclass(frozen=True)
+class NetOptions:
+    """`ncclcheck net`: the mesh's shape and patience; where the InfiniBand sysfs lives."""
+
+    mesh_full_max: int | None = None  # None: the mesh module's own default
+    mesh_connect_timeout: float | None = None  # None: a share of the deadline
+    sys_infiniband: str | None = None  # None: /sys/class/infiniband
+    nccl_version: str | None = None  # judge by this NCCL version instead of the one found
+
+
+@dataclass(frozen=True)
+class NcclOptions:
+    """`ncclcheck nccl`: inspect this libnccl instead of the one the job would load."""
+
+    nccl_lib: str | None = None
+
+
+@dataclass(frozen=True)
+class ProbeOptions:
+    """Every family's options, each typed and defaulted; the CLI and the library build one."""
+
+    ranks: RanksOptions = field(default_factory=RanksOptions)
+    net: NetOptions = field(default_factory=NetOptions)
+    nccl: NcclOptions = field(default_factory=NcclOptions)
+    bench: BenchOptions = field(default_factory=BenchOptions.for_run)
 
 
 @dataclass
@@ -19,7 +62,7 @@ class ProbeContext:
     gpus_per_node: int | None = None
     timeout: float = 60.0
     host: str = field(default_factory=lambda: socket.gethostname().split(".")[0])
-    options: dict[str, Any] = field(default_factory=dict)
+    options: ProbeOptions = field(default_factory=ProbeOptions)
     # Cluster mode: the session that connects this rank to the others (see ncclcheck/cluster/);
     # None when the command runs on one process only.
     cluster: Any = None
@@ -32,6 +75,3 @@ class ProbeContext:
     def remaining(self) -> float:
         """Seconds left before the command's deadline (never negative)."""
         return max(0.0, self.deadline - time.monotonic())
-
-    def option(self, name: str, default: Any = None) -> Any:
-        return self.options.get(name, default)

@@ -141,16 +141,78 @@ def exit_code(results: Iterable[CheckResult], strict: bool = False) -> int:
 
 
 @dataclass
+class BenchSection:
+    """The report's ``bench`` object (docs/report.schema.json): nccl-tests' numbers per size."""
+
+    backend: str
+    world_size: int
+    dtype: str
+    iters: int
+    warmup: int
+    rows: list[dict[str, Any]]
+    avg_busbw_gbps: float
+    peak_busbw_gbps: float
+    peak_bytes: int | None
+    hosts: list[str]
+    gpu: str | None
+    nccl_version: str | None
+    reference: dict[str, Any] | None
+    plot: str | None = None  # the file the curve was drawn into, when one was
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        if self.plot is None:
+            del data["plot"]
+        return data
+
+
+@dataclass
+class FamilyOutput:
+    """What one probe family (or several, run in turn) produced: its checks and, for the
+    benchmark, the report section it measured."""
+
+    checks: list[CheckResult] = field(default_factory=list)
+    bench: BenchSection | None = None
+
+    @classmethod
+    def of(cls, value: "FamilyOutput | Iterable[CheckResult]") -> "FamilyOutput":
+        """A family may return a plain list of checks; this is the one place that accepts both."""
+        if isinstance(value, FamilyOutput):
+            return value
+        return cls(list(value))
+
+    def extend(self, other: "FamilyOutput") -> None:
+        self.checks.extend(other.checks)
+        if other.bench is not None:
+            self.bench = other.bench
+
+
+@dataclass
 class Report:
-    """What a probe command produces: the checks, the context they ran in, optional bench data."""
+    """What a probe command produces: the checks, the context they ran in, optional bench data.
+
+    ``rows`` is the job-wide view of cluster mode (one aggregated row per check id): the table,
+    markdown and JUnit show it, while JSON keeps every rank's check. None outside cluster mode.
+    """
 
     checks: list[CheckResult]
     context: dict[str, Any] = field(default_factory=dict)
-    bench: dict[str, Any] | None = None
+    bench: BenchSection | None = None
+    rows: list[CheckResult] | None = None
 
     @property
     def status(self) -> str:
         return overall_status(self.checks)
+
+    def exit_code(self, strict: bool = False) -> int:
+        """The one exit code every path uses: 1 when a check failed (or warned, if strict)."""
+        return exit_code(self.checks, strict)
+
+    def shown(self) -> "Report":
+        """The report as people read it: cluster mode's aggregated rows, else every check."""
+        if self.rows is None:
+            return self
+        return Report(self.rows, self.context, self.bench)
 
     def to_dict(self) -> dict[str, Any]:
         from ncclcheck import __version__
@@ -164,5 +226,5 @@ class Report:
             "context": self.context,
         }
         if self.bench is not None:
-            data["bench"] = self.bench
+            data["bench"] = self.bench.to_dict()
         return redact_value_tree(data)

@@ -1,16 +1,54 @@
-"""From a context and a list of families to a rendered report and an exit code."""
+"""The one road from families to a report: run them (here, or on every rank of the job),
+build the Report, print it, write JUnit, and turn it into an exit code.
+
+The CLI and the Lightning preflight both call ``check``; the choice between this process and
+the whole job is made there and nowhere else.
+"""
 
 from __future__ import annotations
 
+import os
 import platform
 import sys
+import threading
+from dataclasses import dataclass, field
 from importlib import metadata
-from typing import Any
+from typing import Any, Iterable, Mapping
 
-from ncclcheck.context import ProbeContext
-from ncclcheck.model import CheckResult, Report, exit_code
-from ncclcheck.probes import run_families
+from ncclcheck.context import ProbeContext, ProbeOptions
+from ncclcheck.model import BenchSection, CheckResult, Report
 from ncclcheck.report import render, render_junit
+
+
+@dataclass(frozen=True)
+class Output:
+    """Where and how the report goes: stdout in ``fmt``, JUnit to ``junit``; ``strict`` makes a
+    warning fail the exit code."""
+
+    fmt: str | None = None  # None: the report is only returned, never printed
+    junit: str | None = None
+    strict: bool = False
+
+
+@dataclass
+class Outcome:
+    """What one process ends with: its exit code, the report it holds (None on the ranks that
+    left the report to rank 0) and a line for stderr."""
+
+    code: int
+    report: Report | None = None
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class Request:
+    """What to check: the families, their options, the job shape and the deadline."""
+
+    families: tuple[str, ...]
+    options: ProbeOptions = field(default_factory=ProbeOptions)
+    nodes: int | None = None
+    gpus_per_node: int | None = None
+    timeout: float = 60.0
 
 
 def package_version(name: str) -> str | None:
@@ -35,18 +73,74 @@ def report_context(ctx: ProbeContext, results: list[CheckResult]) -> dict[str, A
     }
 
 
-def run_checks(families: list[str], ctx: ProbeContext) -> Report:
-    """Run the named probe families and wrap the results in a Report."""
-    results = run_families(families, ctx)
-    bench = ctx.options.get("bench_data")
-    return Report(results, report_context(ctx, results), bench)
+def build_report(ctx: ProbeContext, checks: list[CheckResult], bench: BenchSection | None = None,
+                 *, rows: list[CheckResult] | None = None,
+                 cluster: dict[str, Any] | None = None) -> Report:
+    """The one place a Report is made, whichever path produced the checks."""
+    context = report_context(ctx, checks)
+    if cluster is not None:
+        context["cluster"] = cluster
+    return Report(checks, context, bench, rows)
 
 
-def emit(report: Report, fmt: str, junit: str | None, strict: bool) -> int:
-    """Print the report, write the JUnit file if asked, and return the exit code."""
-    if junit:
-        with open(junit, "w", encoding="utf-8") as handle:
-            handle.write(render_junit(report))
-    sys.stdout.write(render(report, fmt) + "\n")
+def write_junit(report: Report, path: str) -> None:
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(render_junit(report))
+
+
+def publish(report: Report, output: Output) -> int:
+    """Write the JUnit file and print the report, as asked, and return the exit code."""
+    if output.junit:
+        write_junit(report, output.junit)
+    if output.fmt is not None:
+        sys.stdout.write(render(report, output.fmt) + "\n")
+        sys.stdout.flush()
+    return report.exit_code(output.strict)
+
+
+def run_checks(families: Iterable[str], ctx: ProbeContext,
+               extra_checks: Iterable[CheckResult] = ()) -> Report:
+    """Run the named probe families in this process and wrap the results in a Report."""
+    from ncclcheck.probes import probe_families
+    probed = probe_families(families, ctx)
+    extra = list(extra_checks)
+    for result in extra:
+        result.host = result.host or ctx.host
+    return build_report(ctx, probed.checks + extra, probed.bench)
+
+
+def check(request: Request, *, env: Mapping[str, str] | None = None, output: Output = Output(),
+          local: bool = False, store_port: int | None = None,
+          extra_checks: Iterable[CheckResult] = ()) -> Outcome:
+    """Run ``request`` on this process alone, or, when it is one of several ranks under a
+    launcher (and not ``local``), on every rank with one job report from rank 0.
+
+    The process that holds the report prints it and writes JUnit as ``output`` says (by
+    default it only returns it). ``extra_checks`` are this process's own results to add.
+    """
+    ctx = ProbeContext(env=dict(os.environ if env is None else env), nodes=request.nodes,
+                       gpus_per_node=request.gpus_per_node, timeout=request.timeout,
+                       options=request.options)
+    from ncclcheck.cluster.job import cluster_layout, run_cluster
+    layout = None if local else cluster_layout(ctx.env)
+    if layout is not None:  # one of several ranks: rank 0 reports for the whole job
+        return run_cluster(list(request.families), ctx, layout, output, store_port,
+                           list(extra_checks))
+    report = run_checks(request.families, ctx, extra_checks)
+    return Outcome(publish(report, output), report)
+
+
+def finish(outcome: Outcome) -> int:
+    """Say the stderr line, flush, and return the exit code.
+
+    When a store client that never connected is still retrying inside torch, an interpreter
+    shutdown under it aborts the process (exit 134 instead of 1), so then the exit is
+    immediate, after flushing."""
+    if outcome.note:
+        sys.stderr.write(outcome.note + "\n")
     sys.stdout.flush()
-    return exit_code(report.checks, strict)
+    sys.stderr.flush()
+    from ncclcheck.cluster.session import STORE_THREAD
+    if any(t.name == STORE_THREAD and t.is_alive() for t in threading.enumerate()):
+        os._exit(outcome.code)
+    return outcome.code

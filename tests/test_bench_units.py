@@ -201,7 +201,7 @@ def test_healthy_sweep_passes_and_fits_the_report_schema():
     section = bench_section(result, rows, None)
     report = Report([check], {"host": "h", "launcher": "standalone", "python": "3"}, section)
     jsonschema.validate(report.to_dict(), SCHEMA)
-    assert section["avg_busbw_gbps"] == pytest.approx((1024 / 1e-3 + 4096 / 2e-3) / 2e9, rel=1e-3)
+    assert section.avg_busbw_gbps == pytest.approx((1024 / 1e-3 + 4096 / 2e-3) / 2e9, rel=1e-3)
 
 
 def test_wrong_values_fail_and_name_the_rank_whose_input_was_wrong():

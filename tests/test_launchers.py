@@ -177,3 +177,29 @@ def test_reader_port_range():
     reader = EnvReader({"MASTER_PORT": "70000"})
     assert reader.int("MASTER_PORT", minimum=1, maximum=65535) is None
     assert "1..65535" in reader.problems[0].describe()
+
+
+# -- what each launcher knows about itself (no launcher names compared outside launchers/) ----
+@pytest.mark.parametrize("env, port", [
+    ({"TORCHELASTIC_RUN_ID": "j", "RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "a",
+      "MASTER_PORT": "29500"}, 29501),  # torchrun's agent listens on MASTER_PORT itself
+    ({"TORCHELASTIC_RUN_ID": "j", "MASTER_PORT": "65535"}, 65534),
+    ({"RANK": "0", "WORLD_SIZE": "2", "MASTER_PORT": "29500"}, 29500),
+    ({"RANK": "0", "WORLD_SIZE": "2"}, None),
+])
+def test_the_store_port_is_the_launchers_to_choose(env, port):
+    assert layout_of(env).default_store_port() == port
+
+
+def test_only_the_standalone_launcher_is_a_single_process():
+    assert layout_of({}).single_process
+    assert not layout_of({"RANK": "0", "WORLD_SIZE": "1"}).single_process
+
+
+def test_launch_advice_comes_from_the_launcher():
+    batch = layout_of({"SLURM_JOB_ID": "7", "SLURM_NTASKS": "8"})
+    assert batch.advice is not None and not batch.advice.fails and "srun" in batch.advice.fix
+    assert layout_of({"SLURM_JOB_ID": "7", "SLURM_NTASKS": "1"}).advice is None
+    pod = layout_of({"PET_NNODES": "2", "PET_NPROC_PER_NODE": "4", "RANK": "0"})
+    assert pod.advice is not None and pod.advice.fails and "torchrun" in pod.advice.fix
+    assert layout_of({"PET_NNODES": "2", "PET_NPROC_PER_NODE": "1", "RANK": "0"}).advice is None

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from ncclcheck.cli import cli
-from ncclcheck.context import ProbeContext
+from ncclcheck.context import NetOptions, ProbeContext, ProbeOptions
 from ncclcheck.network.interfaces import (Address, Interface, explain_nccl_choice,
                                   predict_gloo_interfaces, predict_nccl_bootstrap)
 from ncclcheck.launchers import read_layout
@@ -315,8 +315,8 @@ def test_infiniband_ports_judged_from_sysfs(tmp_path):
         port.mkdir(parents=True)
         (port / "state").write_text(state)
         (port / "link_layer").write_text("InfiniBand")
-    result = check_infiniband(ProbeContext(options={"sys_infiniband": str(tmp_path)}))
+    result = check_infiniband(ProbeContext(options=ProbeOptions(net=NetOptions(sys_infiniband=str(tmp_path)))))
     assert result.status == "warn" and result.category == "infiniband"
     assert "mlx5_1:1 (DOWN)" in result.summary and "NCCL_IB_HCA==mlx5_0:1" in result.fix
-    none = check_infiniband(ProbeContext(options={"sys_infiniband": str(tmp_path / "no")}))
+    none = check_infiniband(ProbeContext(options=ProbeOptions(net=NetOptions(sys_infiniband=str(tmp_path / "no")))))
     assert none.status == "skip"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from ncclcheck.context import ProbeContext
+from ncclcheck.context import ProbeContext, ProbeOptions, RanksOptions
 from ncclcheck.model import Category, Status
 from ncclcheck.probes.ranks import probe
 
@@ -17,7 +17,7 @@ TORCHRUN = {"TORCHELASTIC_RUN_ID": "r", "MASTER_ADDR": "node0", "MASTER_PORT": "
 
 
 def run(env, nodes=None, gpus=None, visible=None):
-    options = {} if visible is None else {"visible_gpus": visible}
+    options = ProbeOptions(ranks=RanksOptions(visible_gpus=visible))
     ctx = ProbeContext(env=env, nodes=nodes, gpus_per_node=gpus, timeout=10, options=options)
     return {r.id: r for r in probe(ctx)}
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ncclcheck.model import Category, CheckResult, failed, passed, warned
+from ncclcheck.model import BenchSection, Category, CheckResult, failed, passed, warned
 
 from .faults import FAULT_VARIABLE
 from .metrics import (RankRow, SizeRow, average_busbw, combine_size, find_stragglers, significant,
@@ -64,27 +64,27 @@ def job_rows(result: SweepResult) -> list[SizeRow]:
 
 
 def bench_section(result: SweepResult, rows: list[SizeRow],
-                  reference: Reference | None) -> dict[str, Any]:
+                  reference: Reference | None) -> BenchSection:
     """The report's `bench` object (docs/report.schema.json), nccl-tests' numbers per size."""
     peak = max(rows, key=lambda r: r.busbw_gbps) if rows else None
     first = next(iter(result.outcomes.values()), {})
-    return {
-        "backend": result.backend,
-        "world_size": result.world_size,
-        "dtype": result.dtype,
-        "iters": result.iters,
-        "warmup": result.warmup,
-        "rows": [r.to_dict() for r in rows],
-        "avg_busbw_gbps": significant(average_busbw(rows)),
-        "peak_busbw_gbps": significant(peak.busbw_gbps) if peak else 0.0,
-        "peak_bytes": peak.bytes if peak else None,
-        "hosts": sorted({h for h in result.hosts.values() if h}),
-        "gpu": first.get("gpu_name"),
-        "nccl_version": first.get("nccl_version"),
-        "reference": None if reference is None else {
+    return BenchSection(
+        backend=result.backend,
+        world_size=result.world_size,
+        dtype=result.dtype,
+        iters=result.iters,
+        warmup=result.warmup,
+        rows=[r.to_dict() for r in rows],
+        avg_busbw_gbps=significant(average_busbw(rows)),
+        peak_busbw_gbps=significant(peak.busbw_gbps) if peak else 0.0,
+        peak_bytes=peak.bytes if peak else None,
+        hosts=sorted({h for h in result.hosts.values() if h}),
+        gpu=first.get("gpu_name"),
+        nccl_version=first.get("nccl_version"),
+        reference=None if reference is None else {
             "key": reference.key, "title": reference.title, "busbw_gbps": reference.busbw_gbps,
             "warn_below_gbps": reference.warn_below_gbps},
-    }
+    )
 
 
 def _ranks(ranks: list[int], hosts: dict[int, str | None] | None = None) -> str:
@@ -126,56 +126,10 @@ def allreduce_check(result: SweepResult, rows: list[SizeRow]) -> CheckResult:
         return _missing_check(result, errors, details)
 
     if errors:
-        kinds = {e["kind"] for e in errors.values()}
-        rank = min(errors)
-        error = errors[rank]
-        where = f" at {format_size(error['bytes'])}" if error.get("bytes") else " while setting up"
-        category = {"timeout": Category.TIMEOUT, "connection": Category.CONNECTION,
-                    "rank_mismatch": Category.RANK_MISMATCH,
-                    "cuda": Category.CUDA, "out_of_memory": Category.OUT_OF_MEMORY}.get(
-                        error["kind"], Category.OTHER)
-        fixes = {
-            Category.TIMEOUT: f"The collective exceeded {result.collective_timeout:.0f} s. Raise "
-                              "--timeout, lower --max-bytes, or look for a stuck rank "
-                              "(py-spy dump --pid PID; NCCL_DEBUG=INFO).",
-            Category.CONNECTION: "Ranks could not reach each other: check MASTER_ADDR/"
-                                 "MASTER_PORT, GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME and the "
-                                 "firewall (`ncclcheck net`).",
-            Category.CUDA: "Check the GPUs with nvidia-smi and the CUDA/driver versions "
-                           "(`ncclcheck nccl`).",
-            Category.OUT_OF_MEMORY: "Lower --max-bytes or free GPU memory.",
-            Category.RANK_MISMATCH: "Start no more ranks per node than it has GPUs "
-                                    "(--nproc-per-node / --gpus-per-node), and let "
-                                    "CUDA_VISIBLE_DEVICES show every rank its GPU.",
-        }
-        return failed("bench.allreduce",
-                      f"all-reduce failed on {_ranks(sorted(errors), result.hosts)}{where}: "
-                      f"{error['message'].splitlines()[0][:200]}",
-                      fixes.get(category, "Re-run with NCCL_DEBUG=INFO (NCCL) or "
-                                "TORCH_DISTRIBUTED_DEBUG=DETAIL and read the first error.")
-                      + _fault_note(result), category, kinds=sorted(kinds), **details)
-
-    wrong = sum(r.wrong for r in rows)
-    details.update(wrong=wrong, rows_wrong=[r.bytes for r in rows if r.wrong])
-    if wrong:
-        bad_inputs = sorted({k for r in rows for k in r.input_wrong_ranks})
-        saw = sorted({k for r in rows for k in r.wrong_ranks})
-        details.update(input_wrong_ranks=bad_inputs, wrong_ranks=saw)
-        sizes = sum(1 for r in rows if r.wrong)
-        if bad_inputs:
-            source = (f"; {_ranks(bad_inputs, result.hosts)} fed an input that differed from "
-                      "what it wrote, before the all-reduce")
-            target = bad_inputs
-        else:
-            source = f"; wrong values seen on {_ranks(saw, result.hosts)}"
-            target = saw
-        return failed("bench.allreduce",
-                      f"all-reduce returned {wrong} wrong values at {sizes} of {len(rows)} sizes"
-                      f"{source}",
-                      f"Take {_ranks(target, result.hosts)} out of the job and test its GPU "
-                      "memory and links (nvidia-smi -q -d ECC; dcgmi diag -r 3); a corrupting "
-                      "node must not train." + _fault_note(result),
-                      Category.OTHER, ranks=target, **details)
+        return _error_check(result, errors, details)
+    wrong_check = _wrong_values_check(result, rows, details)
+    if wrong_check is not None:
+        return wrong_check
 
     planned = len(result.sizes)
     if len(rows) < planned:
@@ -189,6 +143,69 @@ def allreduce_check(result: SweepResult, rows: list[SizeRow]) -> CheckResult:
     return passed("bench.allreduce",
                   f"all-reduce over {result.backend} on {result.world_size} ranks correct at "
                   f"{len(rows)} sizes ({span}, {result.dtype}): 0 wrong values", **details)
+
+
+_ERROR_FIXES = {
+    Category.TIMEOUT: "The collective exceeded {timeout:.0f} s. Raise --timeout, lower "
+                      "--max-bytes, or look for a stuck rank (py-spy dump --pid PID; "
+                      "NCCL_DEBUG=INFO).",
+    Category.CONNECTION: "Ranks could not reach each other: check MASTER_ADDR/MASTER_PORT, "
+                         "GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME and the firewall "
+                         "(`ncclcheck net`).",
+    Category.CUDA: "Check the GPUs with nvidia-smi and the CUDA/driver versions (`ncclcheck nccl`).",
+    Category.OUT_OF_MEMORY: "Lower --max-bytes or free GPU memory.",
+    Category.RANK_MISMATCH: "Start no more ranks per node than it has GPUs (--nproc-per-node / "
+                            "--gpus-per-node), and let CUDA_VISIBLE_DEVICES show every rank its "
+                            "GPU.",
+}
+_ERROR_CATEGORIES = {"timeout": Category.TIMEOUT, "connection": Category.CONNECTION,
+                     "rank_mismatch": Category.RANK_MISMATCH, "cuda": Category.CUDA,
+                     "out_of_memory": Category.OUT_OF_MEMORY}
+
+
+def _error_check(result: SweepResult, errors: dict[int, dict[str, Any]],
+                 details: dict[str, Any]) -> CheckResult:
+    """A rank reported an error: the first one, its category and the fix for that category."""
+    kinds = {e["kind"] for e in errors.values()}
+    rank = min(errors)
+    error = errors[rank]
+    where = f" at {format_size(error['bytes'])}" if error.get("bytes") else " while setting up"
+    category = _ERROR_CATEGORIES.get(error["kind"], Category.OTHER)
+    fix = _ERROR_FIXES.get(category, "Re-run with NCCL_DEBUG=INFO (NCCL) or "
+                           "TORCH_DISTRIBUTED_DEBUG=DETAIL and read the first error.")
+    return failed("bench.allreduce",
+                  f"all-reduce failed on {_ranks(sorted(errors), result.hosts)}{where}: "
+                  f"{error['message'].splitlines()[0][:200]}",
+                  fix.format(timeout=result.collective_timeout) + _fault_note(result), category,
+                  kinds=sorted(kinds), **details)
+
+
+def _wrong_values_check(result: SweepResult, rows: list[SizeRow],
+                        details: dict[str, Any]) -> CheckResult | None:
+    """Wrong values in any result: name the rank whose input was already wrong, else the ranks
+    that saw them. None when every value was right (``details`` then records that)."""
+    wrong = sum(r.wrong for r in rows)
+    details.update(wrong=wrong, rows_wrong=[r.bytes for r in rows if r.wrong])
+    if not wrong:
+        return None
+    bad_inputs = sorted({k for r in rows for k in r.input_wrong_ranks})
+    saw = sorted({k for r in rows for k in r.wrong_ranks})
+    details.update(input_wrong_ranks=bad_inputs, wrong_ranks=saw)
+    sizes = sum(1 for r in rows if r.wrong)
+    if bad_inputs:
+        source = (f"; {_ranks(bad_inputs, result.hosts)} fed an input that differed from "
+                  "what it wrote, before the all-reduce")
+        target = bad_inputs
+    else:
+        source = f"; wrong values seen on {_ranks(saw, result.hosts)}"
+        target = saw
+    return failed("bench.allreduce",
+                  f"all-reduce returned {wrong} wrong values at {sizes} of {len(rows)} sizes"
+                  f"{source}",
+                  f"Take {_ranks(target, result.hosts)} out of the job and test its GPU "
+                  "memory and links (nvidia-smi -q -d ECC; dcgmi diag -r 3); a corrupting "
+                  "node must not train." + _fault_note(result),
+                  Category.OTHER, ranks=target, **details)
 
 
 def _missing_check(result: SweepResult, errors: dict[int, dict[str, Any]],

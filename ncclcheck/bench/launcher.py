@@ -75,66 +75,82 @@ def _pump(rank: int, stream: Any, events: "queue.Queue[tuple[int, str, str]]", n
 def launch(config: SweepConfig, nproc: int, env: Mapping[str, str], deadline: float,
            on_event: Callable[[dict[str, Any]], None] | None = None) -> LaunchResult:
     """Run the sweep on ``nproc`` local processes; return by ``deadline`` (time.monotonic())."""
-    port = free_port()
     events: "queue.Queue[tuple[int, str, str]]" = queue.Queue()
     procs: dict[int, subprocess.Popen[str]] = {}
     tails: dict[int, deque[str]] = {}
     result = LaunchResult()
-    child_env = worker_env(env, config.backend)
     try:
-        for rank in range(nproc):
-            spec = {"config": json.loads(config.to_json()), "rank": rank, "world_size": nproc,
-                    "master_addr": "127.0.0.1", "master_port": port}
-            proc = subprocess.Popen([sys.executable, "-m", "ncclcheck.bench.worker", json.dumps(spec)],
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                    env=child_env, start_new_session=True)
-            procs[rank] = proc
-            tails[rank] = deque(maxlen=20)
-            for name, stream in (("out", proc.stdout), ("err", proc.stderr)):
-                threading.Thread(target=_pump, args=(rank, stream, events, name),
-                                 daemon=True).start()
-        open_streams = 2 * nproc
-        give_up = deadline
-        while open_streams and time.monotonic() < give_up:
-            try:
-                rank, name, line = events.get(timeout=max(0.01, min(0.2, give_up - time.monotonic())))
-            except queue.Empty:
-                continue
-            if name.endswith("-eof"):
-                open_streams -= 1
-                continue
-            if name == "err":
-                tails[rank].append(line.rstrip())
-                continue
-            if not line.startswith(EVENT_PREFIX):
-                continue
+        _start_workers(config, nproc, worker_env(env, config.backend), events, procs, tails)
+        _follow(events, 2 * nproc, deadline, result, tails, on_event)
+    finally:
+        _tear_down(procs, events, result, tails)
+    return result
+
+
+def _start_workers(config: SweepConfig, nproc: int, child_env: dict[str, str],
+                   events: "queue.Queue[tuple[int, str, str]]",
+                   procs: dict[int, subprocess.Popen[str]], tails: dict[int, deque[str]]) -> None:
+    """One worker process per rank, each with a thread per output stream feeding ``events``."""
+    port = free_port()
+    for rank in range(nproc):
+        spec = {"config": json.loads(config.to_json()), "rank": rank, "world_size": nproc,
+                "master_addr": "127.0.0.1", "master_port": port}
+        proc = subprocess.Popen([sys.executable, "-m", "ncclcheck.bench.worker", json.dumps(spec)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=child_env, start_new_session=True)
+        procs[rank] = proc
+        tails[rank] = deque(maxlen=20)
+        for name, stream in (("out", proc.stdout), ("err", proc.stderr)):
+            threading.Thread(target=_pump, args=(rank, stream, events, name),
+                             daemon=True).start()
+
+
+def _follow(events: "queue.Queue[tuple[int, str, str]]", open_streams: int, deadline: float,
+            result: LaunchResult, tails: dict[int, deque[str]],
+            on_event: Callable[[dict[str, Any]], None] | None) -> None:
+    """Read the workers' lines until every stream closed or ``deadline``; a failed rank
+    shortens the wait, since the others will fail soon or hang."""
+    give_up = deadline
+    while open_streams and time.monotonic() < give_up:
+        try:
+            rank, name, line = events.get(timeout=max(0.01, min(0.2, give_up - time.monotonic())))
+        except queue.Empty:
+            continue
+        if name.endswith("-eof"):
+            open_streams -= 1
+        elif name == "err":
+            tails[rank].append(line.rstrip())
+        elif line.startswith(EVENT_PREFIX):
             event = json.loads(line[len(EVENT_PREFIX):])
             mark = progress_mark(event)
             if mark is not None:
                 result.progress[rank] = max(result.progress.get(rank, -1), mark)
             if event.get("event") == "result":
                 result.outcomes[rank] = event["outcome"]
-                error = event["outcome"].get("error")
-                if error:  # a failed rank: the others will fail soon or hang; do not wait long
+                if event["outcome"].get("error"):
                     give_up = min(give_up, time.monotonic() + GRACE_S)
             elif on_event is not None:
                 on_event(event)
-    finally:
-        for rank, proc in procs.items():
-            if proc.poll() is None:
-                if rank not in result.outcomes:
-                    result.torn_down.append(rank)
-                _terminate(proc)
-        for rank, proc in procs.items():
-            code = proc.wait()
-            if rank not in result.outcomes and rank not in result.torn_down:
-                result.exited[rank] = code
-        while not events.empty():  # lines that arrived while tearing down
-            rank, name, line = events.get_nowait()
-            if name == "err":
-                tails[rank].append(line.rstrip())
-        result.stderr_tail = {r: "\n".join(t) for r, t in tails.items() if t}
-    return result
+
+
+def _tear_down(procs: dict[int, subprocess.Popen[str]],
+               events: "queue.Queue[tuple[int, str, str]]", result: LaunchResult,
+               tails: dict[int, deque[str]]) -> None:
+    """Stop the workers still running (torn down), note how the others exited, keep stderr."""
+    for rank, proc in procs.items():
+        if proc.poll() is None:
+            if rank not in result.outcomes:
+                result.torn_down.append(rank)
+            _terminate(proc)
+    for rank, proc in procs.items():
+        code = proc.wait()
+        if rank not in result.outcomes and rank not in result.torn_down:
+            result.exited[rank] = code
+    while not events.empty():  # lines that arrived while tearing down
+        rank, name, line = events.get_nowait()
+        if name == "err":
+            tails[rank].append(line.rstrip())
+    result.stderr_tail = {r: "\n".join(t) for r, t in tails.items() if t}
 
 
 def _terminate(proc: subprocess.Popen[str]) -> None:

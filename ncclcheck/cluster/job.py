@@ -1,11 +1,9 @@
 """Cluster mode end to end: connect, probe, publish, gather at rank 0, one job report.
 
-Timeline for ``--timeout T`` (seconds since each process started):
-  0 .. T - reserve   connect to the store, run the probe families, publish the report
-  .. T - margin      rank 0 waits for every rank's report, then aggregates and prints
-  T + grace          other ranks stop waiting for rank 0's verdict (their exit is then 1)
-Every rank exits with the job-wide status rank 0 published, so the launcher fails the step
-when any node is bad.
+The phases and their deadlines are in ``clock.py``; the report is built, printed and turned
+into an exit code by the same functions as on one process (``ncclcheck.runner``). Every rank
+exits with the job-wide status rank 0 published, so the launcher fails the step when any node
+is bad.
 """
 
 from __future__ import annotations
@@ -13,22 +11,22 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import sys
-import threading
 import time
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from ncclcheck.context import ProbeContext
 from ncclcheck.launchers import Layout, read_layout
-from ncclcheck.model import Category, CheckResult, Report, exit_code, failed, passed, warned
-from ncclcheck.report import render, render_junit
+from ncclcheck.model import Category, CheckResult, FamilyOutput, failed, passed, warned
 
 from .aggregate import aggregate, by_host
 from .checks import Gathered, cluster_checks
+from .clock import JobClock
 from .identity import identity
-from .session import STORE_THREAD, ClusterSession, StoreUnavailable, join_store, key
+from .session import ClusterSession, StoreUnavailable, join_store, key
 
-CLIENT_GRACE_S = 5.0  # other ranks wait this long past their own deadline for rank 0
+if TYPE_CHECKING:
+    from ncclcheck.runner import Outcome, Output
+
 ACK_WAIT_S = 2.0  # rank 0 keeps the store up this long for ranks still reading the verdict
 
 
@@ -41,94 +39,72 @@ def cluster_layout(env: Mapping[str, str]) -> Layout | None:
 
 
 def store_port(layout: Layout, option: int | None) -> int | None:
-    """--store-port, else MASTER_PORT; under torchrun MASTER_PORT + 1, because torchrun's own
-    agent already listens on MASTER_PORT."""
-    if option:
-        return option
-    if layout.master_port is None:
-        return None
-    if layout.launcher == "torchrun":
-        return layout.master_port + 1 if layout.master_port < 65535 else layout.master_port - 1
-    return layout.master_port
-
-
-def reserve_s(timeout: float) -> float:
-    """Time kept back from the probes for publishing and gathering."""
-    return min(5.0, max(0.5, 0.1 * timeout))
-
-
-def margin_s(timeout: float) -> float:
-    """Time kept back from rank 0's gather for aggregating and printing."""
-    return min(2.0, max(0.25, 0.05 * timeout))
+    """--store-port, else the launcher's default (see ``Layout.default_store_port``)."""
+    return option or layout.default_store_port()
 
 
 @dataclasses.dataclass
-class Outcome:
-    """What one rank does at the end: print (rank 0) or note (others), and exit."""
+class Job:
+    """What every phase of this rank's run needs: the families, the context, the launcher's
+    layout, the deadlines, where the report goes, and this process's own extra checks."""
 
-    code: int
-    stdout: str | None = None
-    note: str | None = None
+    families: list[str]
+    ctx: ProbeContext
+    layout: Layout
+    clock: JobClock
+    output: "Output"
+    extra_checks: list[CheckResult]
 
-
-def run_cluster(families: list[str], ctx: ProbeContext, layout: Layout, fmt: str,
-                junit: str | None, strict: bool) -> int:
-    """Run the job-wide check on this rank; returns the job's exit code.
-
-    When a store client that never connected is still retrying inside torch, an interpreter
-    shutdown under it aborts the process (exit 134 instead of 1), so then the exit is
-    immediate, after flushing."""
-    outcome = cluster_outcome(families, ctx, layout, fmt, junit, strict)
-    if outcome.stdout is not None:
-        sys.stdout.write(outcome.stdout + "\n")
-    if outcome.note:
-        sys.stderr.write(outcome.note + "\n")
-    sys.stdout.flush()
-    sys.stderr.flush()
-    if any(t.name == STORE_THREAD and t.is_alive() for t in threading.enumerate()):
-        os._exit(outcome.code)
-    return outcome.code
+    @property
+    def me(self) -> str:
+        return f"rank {self.layout.rank} ({self.ctx.host})"
 
 
-def cluster_outcome(families: list[str], ctx: ProbeContext, layout: Layout, fmt: str,
-                    junit: str | None, strict: bool) -> Outcome:
+def run_cluster(families: list[str], ctx: ProbeContext, layout: Layout, output: "Output",
+                port_option: int | None = None,
+                extra_checks: list[CheckResult] | None = None) -> "Outcome":
+    """Run the job-wide check on this rank; rank 0's outcome holds the job's report."""
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "FATAL")  # c10d's retry chatter is not ours to print
-    rank, port = int(layout.rank), store_port(layout, ctx.option("store_port"))
-    address = layout.master_addr
-    me = f"rank {rank} ({ctx.host})"
+    job = Job(families, ctx, layout, JobClock(ctx.started, ctx.timeout), output,
+              list(extra_checks or []))
     try:
-        if not address or port is None:
-            raise StoreUnavailable(
-                Category.CONFIGURATION, "job-wide checks not run: without MASTER_ADDR and "
-                "MASTER_PORT (or --store-port) the ranks cannot meet rank 0; this report covers "
-                "this process only", "Export MASTER_ADDR=<rank-0 host> and MASTER_PORT=<free "
-                "port> on every rank (mpirun -x MASTER_ADDR -x MASTER_PORT), or pass "
-                "--store-port PORT.", master_addr=address, port=port)
-        import torch.distributed  # noqa: F401  (seconds on a loaded host; not the store's fault)
-        connect_s = max(0.5, ctx.remaining() - (margin_s(ctx.timeout) if rank == 0 else 0.0))
-        store, reporting = join_store(address, port, rank, connect_s)
+        session = _connect(job, store_port(layout, port_option))
     except StoreUnavailable as exc:
-        return _store_failure(families, ctx, layout, exc, fmt, junit, strict, me)
-    session = ClusterSession(store, rank, int(layout.world_size), _local_rank(layout),
-                             layout.node_rank, ctx.host, address, port, reporting=reporting)
+        return _store_failure(job, exc)
     try:
-        if reporting:  # when rank 0 gives up waiting, as a wall-clock time the others can read
-            store.set(key("deadline"), repr(time.time() + ctx.remaining() - margin_s(ctx.timeout)))
+        if session.reporting:  # when rank 0 gives up waiting, as a wall-clock time the others can read
+            session.store.set(key("deadline"), repr(job.clock.gather_end_wall()))
         session.announce(identity(layout, ctx.host, ctx.env))
-        results, bench = probe(families, ctx, session)
+        probed = probe(job, session)
         session.store.set(key("report", session.slot), json.dumps(
-            {"rank": rank, "results": [r.to_dict() for r in results]}))
+            {"rank": session.rank, "results": [r.to_dict() for r in probed.checks]}))
         session.store.add(key("reported"), 1)
     except RuntimeError as exc:  # DistNetworkError: rank 0, and the store with it, went away
         if session.reporting:
             raise
-        return _lost_store(session, me, exc)
+        return _lost_store(session, job.me, exc)
     if not session.reporting:
-        return _await_verdict(session, ctx, me)
-    return _report_job(session, ctx, layout, results, bench, fmt, junit, strict)
+        return _await_verdict(session, job)
+    return _report_job(session, job, probed)
 
 
-def _lost_store(session: ClusterSession, me: str, exc: BaseException) -> Outcome:
+def _connect(job: Job, port: int | None) -> ClusterSession:
+    layout, address, rank = job.layout, job.layout.master_addr, int(job.layout.rank)
+    if not address or port is None:
+        raise StoreUnavailable(
+            Category.CONFIGURATION, "job-wide checks not run: without MASTER_ADDR and "
+            "MASTER_PORT (or --store-port) the ranks cannot meet rank 0; this report covers "
+            "this process only", "Export MASTER_ADDR=<rank-0 host> and MASTER_PORT=<free "
+            "port> on every rank (mpirun -x MASTER_ADDR -x MASTER_PORT), or pass "
+            "--store-port PORT.", master_addr=address, port=port)
+    import torch.distributed  # noqa: F401  (seconds on a loaded host; not the store's fault)
+    store, reporting = join_store(address, port, rank, job.clock.connect_s(rank == 0))
+    return ClusterSession(store, rank, int(layout.world_size), _local_rank(layout),
+                          layout.node_rank, job.ctx.host, address, port, reporting=reporting)
+
+
+def _lost_store(session: ClusterSession, me: str, exc: BaseException) -> "Outcome":
+    from ncclcheck.runner import Outcome
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return Outcome(1, note=f"ncclcheck: {me}: lost the rank-0 store at {session.address}:"
                    f"{session.port} before the job report ({first}) [rank_crashed]; exit 1")
@@ -144,45 +120,38 @@ def _local_rank(layout: Layout) -> int:
     return 0
 
 
-def probe(families: list[str], ctx: ProbeContext,
-          session: ClusterSession) -> tuple[list[CheckResult], dict[str, Any] | None]:
+def probe(job: Job, session: ClusterSession) -> FamilyOutput:
     """Run this rank's share of the families: rank-scope everywhere, node-scope on leaders."""
-    from ncclcheck.probes import FAMILIES, run_families
-    names = [f.name for f in FAMILIES if f.name in families
+    from ncclcheck.probes import FAMILIES, probe_families
+    names = [f.name for f in FAMILIES if f.name in job.families
              and (f.scope != "node" or session.is_node_leader)]
-    budget = max(0.1, ctx.timeout - reserve_s(ctx.timeout))
-    probing = dataclasses.replace(ctx, timeout=budget, cluster=session)
-    results = run_families(names, probing)
-    for result in results:
-        result.host = result.host or ctx.host
+    probing = dataclasses.replace(job.ctx, timeout=job.clock.probe_budget_s, cluster=session)
+    probed = probe_families(names, probing)
+    probed.checks += job.extra_checks
+    for result in probed.checks:
+        result.host = result.host or job.ctx.host
         result.rank = session.rank
-    return results, probing.options.get("bench_data")
+    return probed
 
 
-def _verdict_wait_s(session: ClusterSession, ctx: ProbeContext) -> float:
-    """Until this rank's own deadline plus grace; longer when rank 0 started later and so
-    gathers later (its deadline, on its clock), but never past twice the timeout."""
-    own = ctx.remaining() + CLIENT_GRACE_S
-    if not session.store.check([key("deadline")]):
-        return own
-    rank0 = float(session.store.multi_get([key("deadline")])[0]) - time.time() + CLIENT_GRACE_S
-    return max(own, min(rank0, own + ctx.timeout))
-
-
-def _await_verdict(session: ClusterSession, ctx: ProbeContext, me: str) -> Outcome:
+def _await_verdict(session: ClusterSession, job: Job) -> "Outcome":
     """Other ranks: wait for rank 0's verdict until the deadline (plus grace), then leave."""
+    from ncclcheck.runner import Outcome
     try:
-        arrived = session.wait([key("done")], _verdict_wait_s(session, ctx))
+        rank0_end = (float(session.store.multi_get([key("deadline")])[0])
+                     if session.store.check([key("deadline")]) else None)
+        arrived = session.wait([key("done")], job.clock.verdict_wait_s(rank0_end))
         verdict = json.loads(session.store.multi_get([key("done")])[0]) if arrived else None
         if verdict is not None:
             session.store.add(key("left"), 1)
     except RuntimeError as exc:  # the store went away: rank 0 died or its host dropped
-        return _lost_store(session, me, exc)
+        return _lost_store(session, job.me, exc)
     if verdict is None:
-        return Outcome(1, note=f"ncclcheck: {me}: rank 0 gave no job report within the "
-                       f"{ctx.timeout:g} s deadline; exit 1 (see rank 0's output)")
-    return Outcome(int(verdict["exit"]), note=f"ncclcheck: {me}: reported to rank 0; job status "
-                   f"{verdict['status']} (exit {verdict['exit']}); the report is on rank 0's output")
+        return Outcome(1, note=f"ncclcheck: {job.me}: rank 0 gave no job report within the "
+                       f"{job.clock.timeout:g} s deadline; exit 1 (see rank 0's output)")
+    return Outcome(int(verdict["exit"]), note=f"ncclcheck: {job.me}: reported to rank 0; job "
+                   f"status {verdict['status']} (exit {verdict['exit']}); the report is on rank "
+                   "0's output")
 
 
 def _read_gathered(session: ClusterSession, world_size: int,
@@ -210,45 +179,46 @@ def _read_gathered(session: ClusterSession, world_size: int,
     return Gathered(world_size, members, set(results), local_world_size), results
 
 
-def _report_job(session: ClusterSession, ctx: ProbeContext, layout: Layout,
-                own: list[CheckResult], bench: dict[str, Any] | None, fmt: str,
-                junit: str | None, strict: bool) -> Outcome:
-    deadline = ctx.deadline - margin_s(ctx.timeout)
-    per_node = layout.local_world_size or ctx.gpus_per_node
-    job, reports = _read_gathered(session, session.world_size, per_node, deadline)
+def _job_checks(session: ClusterSession, job: Job, gathered: Gathered,
+                everything: list[CheckResult]) -> list[CheckResult]:
+    """cluster.store and the cluster.* checks over what every rank announced and reported."""
+    gathered.nccl_by_host = {r.host: str(r.details["version"]) for r in everything
+                             if r.id == "nccl.version" and r.host and r.details.get("version")}
+    store_row = passed("cluster.store", f"store at {session.address}:{session.port} hosted by "
+                       f"rank 0 on {job.ctx.host}; {len(gathered.members)} process(es) connected",
+                       address=session.address, port=session.port,
+                       connected=len(gathered.members))
+    checks = [store_row] + cluster_checks(gathered)
+    for check in checks:
+        check.host = job.ctx.host
+    return checks
+
+
+def _report_job(session: ClusterSession, job: Job, own: FamilyOutput) -> "Outcome":
+    from ncclcheck.runner import Outcome, build_report, publish
+    per_node = job.layout.local_world_size or job.ctx.gpus_per_node
+    gathered, reports = _read_gathered(session, session.world_size, per_node,
+                                       job.clock.gather_end)
     everything: list[CheckResult] = []
-    for slot in sorted(reports, key=lambda s: _slot_rank(job, s)):
+    for slot in sorted(reports, key=lambda s: _slot_rank(gathered, s)):
         everything += [CheckResult.from_dict(d) for d in reports[slot]]
     if not reports:  # rank 0's own report is always there unless the store misbehaved
-        everything = own
-    job.nccl_by_host = {r.host: str(r.details["version"]) for r in everything
-                        if r.id == "nccl.version" and r.host and r.details.get("version")}
-    store_row = passed("cluster.store", f"store at {session.address}:{session.port} hosted by "
-                       f"rank 0 on {ctx.host}; {len(job.members)} process(es) connected",
-                       address=session.address, port=session.port, connected=len(job.members))
-    job_checks = [store_row] + cluster_checks(job)
-    for check in job_checks:
-        check.host = ctx.host
+        everything = own.checks
+    job_checks = _job_checks(session, job, gathered, everything)
     # In the table the cluster rows point at the ranks they are about, not at rank 0.
     rows = aggregate(everything, _scopes()) + [
         dataclasses.replace(c, host=c.details.get("where") or c.host) for c in job_checks]
-    context = _context(ctx, everything, job, rows)
-    table_report = Report(rows, context, bench)
-    code = exit_code(table_report.checks, strict)
-    if junit:
-        with open(junit, "w", encoding="utf-8") as handle:
-            handle.write(render_junit(table_report))
-    shown = Report(everything + job_checks, context, bench) if fmt == "json" else table_report
+    report = build_report(job.ctx, everything + job_checks, own.bench, rows=rows,
+                          cluster=_cluster_context(gathered, rows))
     # Print before telling the others: once a rank exits 1, torchrun may SIGTERM this one.
-    sys.stdout.write(render(shown, fmt) + "\n")
-    sys.stdout.flush()
-    session.store.set(key("done"), json.dumps({"exit": code, "status": table_report.status}))
+    code = publish(report, job.output)
+    session.store.set(key("done"), json.dumps({"exit": code, "status": report.status}))
     _let_ranks_leave(session, len(reports) - 1)
-    return Outcome(code)
+    return Outcome(code, report)
 
 
-def _slot_rank(job: Gathered, slot: int) -> tuple[int, int]:
-    member = next((m for m in job.members if m.get("slot") == slot), {})
+def _slot_rank(gathered: Gathered, slot: int) -> tuple[int, int]:
+    member = next((m for m in gathered.members if m.get("slot") == slot), {})
     rank = member.get("rank")
     return (rank if isinstance(rank, int) else 1 << 30, slot)
 
@@ -267,27 +237,23 @@ def _scopes() -> dict[str, str]:
     return {f.name: getattr(f, "scope", "rank") for f in FAMILIES}
 
 
-def _context(ctx: ProbeContext, results: list[CheckResult], job: Gathered,
-             rows: list[CheckResult]) -> dict[str, Any]:
-    from ncclcheck.runner import report_context
-    context = report_context(ctx, results)
+def _cluster_context(gathered: Gathered, rows: list[CheckResult]) -> dict[str, Any]:
+    """The report's ``context.cluster``: who connected and reported, and the job-wide rows."""
     hosts: dict[str, list[int]] = {}
-    for m in job.members:
+    for m in gathered.members:
         hosts.setdefault(m.get("host") or "unknown host", []).append(m.get("rank"))
-    context["cluster"] = {
-        "world_size": job.world_size,
-        "connected": len(job.members),
-        "reported": len(job.reported_slots),
-        "hosts": by_host(((m.get("host"), m.get("rank")) for m in job.members), limit=1 << 20),
+    return {
+        "world_size": gathered.world_size,
+        "connected": len(gathered.members),
+        "reported": len(gathered.reported_slots),
+        "hosts": by_host(((m.get("host"), m.get("rank")) for m in gathered.members),
+                         limit=1 << 20),
         "ranks_by_host": {h: sorted(r for r in rs if isinstance(r, int)) for h, rs in hosts.items()},
         "rows": [r.to_dict() for r in rows],
     }
-    return context
 
 
-def _store_failure(families: list[str], ctx: ProbeContext, layout: Layout,
-                   exc: StoreUnavailable, fmt: str, junit: str | None, strict: bool,
-                   me: str) -> Outcome:
+def _store_failure(job: Job, exc: StoreUnavailable) -> "Outcome":
     """A rank that cannot join the job says so itself.
 
     Before any contact (no rendezvous address, or one that does not resolve) there is no job
@@ -295,22 +261,23 @@ def _store_failure(families: list[str], ctx: ProbeContext, layout: Layout,
     ``cluster.store``; so does rank 0 when its port is taken. A rank that waited for the store
     until its deadline has no time left to probe: rank 0 prints the one failing check, the
     others one line on stderr; both exit 1."""
+    from ncclcheck.runner import Outcome, build_report, publish
+    rank = job.layout.rank
     alone = exc.category in (Category.CONFIGURATION, Category.NAME_RESOLUTION) or (
-        layout.rank == 0 and exc.category == Category.PORT_IN_USE)
-    if not alone and layout.rank != 0:
-        return Outcome(1, note=f"ncclcheck: {me}: {exc.message} [{exc.category.value}] — "
+        rank == 0 and exc.category == Category.PORT_IN_USE)
+    if not alone and rank != 0:
+        return Outcome(1, note=f"ncclcheck: {job.me}: {exc.message} [{exc.category.value}] — "
                        f"{exc.fix}")
     verdict = warned if exc.category == Category.CONFIGURATION else failed
     row = verdict("cluster.store", exc.message, exc.fix, exc.category, **exc.details)
-    row.host, row.rank = ctx.host, layout.rank
-    from ncclcheck.probes import run_families
-    from ncclcheck.runner import report_context
-    results = (run_families(families, ctx) if alone else []) + [row]
-    report = Report(results, report_context(ctx, results), ctx.options.get("bench_data"))
-    if junit:
-        with open(junit, "w", encoding="utf-8") as handle:
-            handle.write(render_junit(report))
-    return Outcome(exit_code(report.checks, strict), stdout=render(report, fmt))
+    row.host, row.rank = job.ctx.host, rank
+    probed = FamilyOutput()
+    if alone:
+        from ncclcheck.probes import probe_families
+        probed = probe_families(job.families, job.ctx)
+        probed.checks += job.extra_checks
+    report = build_report(job.ctx, probed.checks + [row], probed.bench)
+    return Outcome(publish(report, job.output), report)
 
 
 # -- declarations: the row this module reports, for the registry (``ncclcheck checks``) --------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from .base import Agreement, EnvProblem, EnvReader, Launcher, Layout
+from .base import Agreement, EnvProblem, EnvReader, LaunchAdvice, Launcher, Layout
 from .kubeflow import KubeflowLauncher
 from .lsf import LsfLauncher
 from .mpi import MpichLauncher, OpenMpiLauncher
@@ -27,7 +27,7 @@ DETECTION_ORDER: tuple[type[Launcher], ...] = (
     StandaloneLauncher,
 )
 
-__all__ = ["Agreement", "EnvProblem", "EnvReader", "Launcher", "Layout", "DETECTION_ORDER",
+__all__ = ["Agreement", "EnvProblem", "EnvReader", "LaunchAdvice", "Launcher", "Layout", "DETECTION_ORDER",
            "detect_launcher", "read_layout"]
 
 

@@ -84,6 +84,15 @@ class Agreement:
         return f"{self.left}={self.left_value} {relation} {self.right}={self.right_value}"
 
 
+@dataclass(frozen=True)
+class LaunchAdvice:
+    """A launch that runs but not as the job needs: what is wrong, how bad, and the fix."""
+
+    fails: bool  # True: the launch cannot train correctly; False: a warning
+    note: str
+    fix: str
+
+
 @dataclass
 class Layout:
     """What a launcher says about this process: its place in the job and the job's shape."""
@@ -106,6 +115,18 @@ class Layout:
     master_required: bool = True
     problems: list[EnvProblem] = field(default_factory=list)
     variables: dict[str, str] = field(default_factory=dict)
+    single_process: bool = False  # no launcher: this process is the whole job
+    agent_holds_master_port: bool = False  # the launcher's own agent listens on MASTER_PORT
+    advice: LaunchAdvice | None = None
+
+    def default_store_port(self) -> int | None:
+        """The port for ncclcheck's report store: MASTER_PORT, or its neighbour when the
+        launcher's agent already listens there."""
+        if self.master_port is None:
+            return None
+        if not self.agent_holds_master_port:
+            return self.master_port
+        return self.master_port + 1 if self.master_port < 65535 else self.master_port - 1
 
     def source(self, quantity: str) -> str:
         """The variable a quantity came from, for messages ("WORLD_SIZE", "SLURM_NTASKS")."""
@@ -123,6 +144,8 @@ class Launcher(ABC):
     title: ClassVar[str]
     rank_formula_guaranteed: ClassVar[bool] = False
     master_required: ClassVar[bool] = True
+    single_process: ClassVar[bool] = False
+    agent_holds_master_port: ClassVar[bool] = False
 
     @staticmethod
     @abstractmethod
@@ -136,7 +159,8 @@ class Launcher(ABC):
     def _layout(self, env: EnvReader, reason: str, **fields) -> Layout:
         layout = Layout(self.name, self.title, reason,
                         rank_formula_guaranteed=self.rank_formula_guaranteed,
-                        master_required=self.master_required, **fields)
+                        master_required=self.master_required, single_process=self.single_process,
+                        agent_holds_master_port=self.agent_holds_master_port, **fields)
         layout.master_addr = env.str("MASTER_ADDR")
         layout.master_port = env.int("MASTER_PORT", minimum=1, maximum=65535)
         return layout

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from .base import Agreement, EnvReader, Launcher, Layout, finish
+from .base import Agreement, EnvReader, LaunchAdvice, Launcher, Layout, finish
 
 
 class KubeflowLauncher(Launcher):
@@ -53,6 +53,10 @@ class KubeflowLauncher(Launcher):
                 f"RANK is the pod index, not a process rank, and nprocPerNode={nproc}: run the "
                 "container's command under torchrun (it reads the PET_* variables) so that each "
                 "process gets its own RANK and LOCAL_RANK.")
+            layout.advice = LaunchAdvice(True, layout.notes[-1], "Run `torchrun` as the "
+                                         "PyTorchJob container command; it turns the PET_* "
+                                         "variables into per-process RANK / LOCAL_RANK / "
+                                         "WORLD_SIZE.")
         elif nproc is None or nproc == 1:
             layout.rank = env.int("RANK")
             layout.sources["rank"] = "RANK"

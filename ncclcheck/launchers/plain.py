@@ -54,6 +54,7 @@ class StandaloneLauncher(Launcher):
     title = "none (standalone single process)"
     variables: tuple[str, ...] = ()
     master_required = False
+    single_process = True
 
     @staticmethod
     def detect(env: Mapping[str, str]) -> str | None:

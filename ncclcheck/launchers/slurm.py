@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Mapping
 
-from .base import Agreement, EnvReader, Launcher, Layout, finish
+from .base import Agreement, EnvReader, LaunchAdvice, Launcher, Layout, finish
 
 _SRUN_MARKERS = ("SLURM_STEP_ID", "SLURM_STEPID", "SLURM_STEP_NUM_TASKS")
 
@@ -120,4 +120,7 @@ class SlurmBatchLauncher(Launcher):
             layout.notes.append(
                 f"SLURM_NTASKS={ntasks} but this process was not started by srun: only one "
                 "process runs. Start training with `srun python train.py` so every task runs.")
+            layout.advice = LaunchAdvice(False, layout.notes[-1], "Prefix the training command "
+                                         "with srun so Slurm starts one task per GPU: srun python "
+                                         "train.py ...")
         return finish(layout, env)

@@ -21,6 +21,7 @@ class TorchrunLauncher(Launcher):
                                    "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
                                    "NODE_RANK", "MASTER_ADDR", "MASTER_PORT")
     rank_formula_guaranteed = True  # ranks are assigned node by node (cumulative local sizes)
+    agent_holds_master_port = True  # the elastic agent's own store listens on MASTER_PORT
 
     @staticmethod
     def detect(env: Mapping[str, str]) -> str | None:

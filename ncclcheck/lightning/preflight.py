@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import copy
 import os
+import socket
 from typing import Any, Iterable, Mapping
 
-from ncclcheck.context import ProbeContext
+from ncclcheck.context import ProbeOptions, RanksOptions
 from ncclcheck.model import Category, CheckResult, Report, Status, failed, passed
 
 FAST_FAMILIES = ("ranks", "net", "nccl")
@@ -21,10 +22,12 @@ RANK = Category.RANK_MISMATCH
 class PreflightError(RuntimeError):
     """Raised on a rank whose preflight found a failure; the message lists each one and its fix."""
 
-    def __init__(self, report: Report, where: str) -> None:
+    def __init__(self, report: Report, where: str, note: str | None = None) -> None:
         self.report = report
         bad = [c for c in report.checks if c.status in (Status.FAIL, Status.ERROR)]
         lines = [f"ncclcheck preflight failed {where}: {len(bad)} check(s) failed"]
+        if note:  # a rank that left the job's report to rank 0
+            lines.append(f"  {note}")
         for check in bad:
             lines.append(f"  - {check.id}: {check.summary}")
             if check.fix:
@@ -98,7 +101,8 @@ def check_live_environment(cluster_environment: Any, num_nodes: int, devices: in
 def preflight(num_nodes: int | None = None, devices: int | None = None, *,
               cluster_environment: Any = None, families: Iterable[str] | None = None,
               bench: bool = False, timeout: float = 60.0, env: Mapping[str, str] | None = None,
-              strict: bool = False, raise_on_failure: bool = True) -> Report:
+              strict: bool = False, raise_on_failure: bool = True,
+              whole_job: bool = False) -> Report | None:
     """Run the fast probes for this rank and raise ``PreflightError`` if any fails.
 
     Call it on every rank before the process group exists (top of the script, before
@@ -107,25 +111,27 @@ def preflight(num_nodes: int | None = None, devices: int | None = None, *,
     ClusterEnvironment it will pick and whether ``validate_settings`` will raise; with
     ``cluster_environment`` (your plugin instance, or ``trainer.strategy.cluster_environment``)
     its rank numbers in this process are checked too.
+
+    By default each rank checks itself. With ``whole_job=True`` the ranks meet as
+    ``ncclcheck run`` does under a launcher: rank 0 gets the job's report, the other ranks
+    ``None`` (or a ``PreflightError`` without checks, naming rank 0's verdict).
     """
-    from ncclcheck.probes import run_families
-    from ncclcheck.runner import report_context
+    from ncclcheck.runner import Output, Request, check
     environ = dict(os.environ if env is None else env)
-    options = {"lightning": devices is not None}
-    ctx = ProbeContext(env=environ, nodes=num_nodes, gpus_per_node=devices, timeout=timeout,
-                       options=options)
-    results = run_families(families_to_run(families, bench), ctx)
+    live = []
     if cluster_environment is not None and devices is not None:
-        live = check_live_environment(cluster_environment, num_nodes or 1, devices)
-        live.host = ctx.host
-        results.append(live)
-    report = Report(results, report_context(ctx, results), ctx.options.get("bench_data"))
-    worst = {c.status for c in results}
-    failing = Status.FAIL in worst or Status.ERROR in worst or (strict and Status.WARN in worst)
-    if failing and raise_on_failure:
+        live.append(check_live_environment(cluster_environment, num_nodes or 1, devices))
+    request = Request(tuple(families_to_run(families, bench)),
+                      ProbeOptions(ranks=RanksOptions(lightning=devices is not None)),
+                      num_nodes, devices, timeout)
+    outcome = check(request, env=environ, output=Output(strict=strict), local=not whole_job,
+                    extra_checks=live)
+    if outcome.code != 0 and raise_on_failure:
         rank = environ.get("RANK") or environ.get("SLURM_PROCID") or environ.get("LOCAL_RANK") or "0"
-        raise PreflightError(report, f"on {ctx.host} (rank {rank})")
-    return report
+        host = outcome.report.context.get("host") if outcome.report else socket.gethostname()
+        raise PreflightError(outcome.report or Report([]), f"on {host} (rank {rank})",
+                             outcome.note)
+    return outcome.report
 
 
 # -- declarations: the check above, for the registry (re-exported by ncclcheck.probes.ranks) ---

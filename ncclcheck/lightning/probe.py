@@ -10,12 +10,13 @@ from ncclcheck.model import CheckResult
 def lightning_results(ctx: ProbeContext) -> list[CheckResult]:
     """``ranks.lightning.*`` for --lightning, ``ranks.cluster_env.*`` for --cluster-env."""
     results: list[CheckResult] = []
-    if ctx.option("lightning"):
+    options = ctx.options.ranks
+    if options.lightning:
         from ncclcheck.lightning.trainer_view import lightning_results as trainer_results
         results.extend(trainer_results(ctx, load_lightning()))
-    if ctx.option("cluster_env"):
+    if options.cluster_env:
         from ncclcheck.lightning.custom import cluster_env_results, load_cluster_env
-        cls = load_cluster_env(ctx.option("cluster_env"))
+        cls = load_cluster_env(options.cluster_env)
         # Checked against the package the class derives from, when both are installed.
         results.extend(cluster_env_results(ctx, load_lightning(prefer=package_of(cls)), cls))
     return results

@@ -1,6 +1,7 @@
 """The probe registry: one family per module, one signature, one list.
 
-A family is ``probe(ctx: ProbeContext) -> list[CheckResult]``. Modules are imported only when
+A family is ``probe(ctx: ProbeContext) -> FamilyOutput | list[CheckResult]`` (a plain list
+when it has no report section); ``FamilyOutput.of`` normalises both. Modules are imported only when
 their family runs, so ``--help`` and light commands never pay for torch.
 """
 
@@ -9,12 +10,12 @@ from __future__ import annotations
 import importlib
 import threading
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterable, Union
 
 from ncclcheck.context import ProbeContext
-from ncclcheck.model import Category, CheckResult, errored
+from ncclcheck.model import Category, CheckResult, FamilyOutput, errored
 
-ProbeFunc = Callable[[ProbeContext], list[CheckResult]]
+ProbeFunc = Callable[[ProbeContext], Union[FamilyOutput, list[CheckResult]]]
 
 
 @dataclass(frozen=True)
@@ -56,19 +57,22 @@ def family(name: str) -> Family:
     raise KeyError(name)
 
 
-def run_family(fam: Family, ctx: ProbeContext) -> list[CheckResult]:
+def _timed_out(fam: Family, ctx: ProbeContext, summary: str, fix: str) -> FamilyOutput:
+    return FamilyOutput([errored(f"{fam.name}.probe", summary, fix, Category.TIMEOUT,
+                                 family=fam.name, timeout_s=ctx.timeout)])
+
+
+def run_family_output(fam: Family, ctx: ProbeContext) -> FamilyOutput:
     """Run one family under the context's deadline; failures become one ``error`` result."""
     if ctx.remaining() <= 0:
-        return [errored(f"{fam.name}.probe",
-                        f"probe family '{fam.name}' did not run: the {ctx.timeout:g} s deadline "
-                        "was spent by the families before it",
-                        f"Raise --timeout above {ctx.timeout:g}.", Category.TIMEOUT,
-                        family=fam.name, timeout_s=ctx.timeout)]
+        return _timed_out(fam, ctx, f"probe family '{fam.name}' did not run: the "
+                          f"{ctx.timeout:g} s deadline was spent by the families before it",
+                          f"Raise --timeout above {ctx.timeout:g}.")
     outcome: dict[str, object] = {}
 
     def target() -> None:
         try:
-            outcome["results"] = list(fam.load()(ctx))
+            outcome["output"] = FamilyOutput.of(fam.load()(ctx))
         except BaseException as exc:  # a probe's crash is a finding, not a traceback
             outcome["error"] = exc
 
@@ -76,25 +80,36 @@ def run_family(fam: Family, ctx: ProbeContext) -> list[CheckResult]:
     worker.start()
     worker.join(ctx.remaining())
     if worker.is_alive():
-        return [errored(f"{fam.name}.probe",
-                        f"probe family '{fam.name}' did not finish within the {ctx.timeout:g} s deadline",
-                        f"Raise --timeout above {ctx.timeout:g}, or skip it with --skip {fam.name}.",
-                        Category.TIMEOUT, family=fam.name, timeout_s=ctx.timeout)]
+        return _timed_out(fam, ctx, f"probe family '{fam.name}' did not finish within the "
+                          f"{ctx.timeout:g} s deadline", f"Raise --timeout above "
+                          f"{ctx.timeout:g}, or skip it with --skip {fam.name}.")
     if "error" in outcome:
         exc = outcome["error"]
-        return [errored(f"{fam.name}.probe",
-                        f"probe family '{fam.name}' raised {type(exc).__name__}: {exc}",
-                        family=fam.name, exception=type(exc).__name__, message=str(exc))]
-    results = outcome.get("results", [])
-    for result in results:
+        return FamilyOutput([errored(f"{fam.name}.probe",
+                                     f"probe family '{fam.name}' raised {type(exc).__name__}: {exc}",
+                                     family=fam.name, exception=type(exc).__name__,
+                                     message=str(exc))])
+    output = outcome.get("output") or FamilyOutput()
+    for result in output.checks:
         result.host = result.host or ctx.host
-    return results
+    return output
 
 
-def run_families(names: list[str], ctx: ProbeContext) -> list[CheckResult]:
-    """Run the named families in registry order."""
-    results: list[CheckResult] = []
+def run_family(fam: Family, ctx: ProbeContext) -> list[CheckResult]:
+    """One family's checks (its sections, if any, are dropped: see ``probe_families``)."""
+    return run_family_output(fam, ctx).checks
+
+
+def probe_families(names: Iterable[str], ctx: ProbeContext) -> FamilyOutput:
+    """Run the named families in registry order: every check, and the sections they measured."""
+    wanted = set(names)
+    output = FamilyOutput()
     for fam in FAMILIES:
-        if fam.name in names:
-            results.extend(run_family(fam, ctx))
-    return results
+        if fam.name in wanted:
+            output.extend(run_family_output(fam, ctx))
+    return output
+
+
+def run_families(names: Iterable[str], ctx: ProbeContext) -> list[CheckResult]:
+    """The checks of the named families, in registry order."""
+    return probe_families(names, ctx).checks

@@ -2,14 +2,13 @@
 
 Standalone it starts its own ranks (one per local GPU for NCCL, --nproc for Gloo); under a
 launcher every rank takes part and rank 0 reports for the job. The sweep's table goes into the
-report's `bench` section (through ``ctx.options["bench_data"]``, which the runner reads); the
-verdicts are the checks bench.allreduce, bench.busbw and bench.straggler.
+report's `bench` section (returned beside the checks, as a ``FamilyOutput``); the verdicts are
+the checks bench.allreduce, bench.busbw and bench.straggler.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from ncclcheck.bench.analysis import (SweepResult, allreduce_check, bench_section, busbw_check,
                                       job_rows, straggler_check)
@@ -20,7 +19,7 @@ from ncclcheck.bench.reference import Hardware, choose_reference, infiniband_rat
 from ncclcheck.bench.sizes import sweep_sizes
 from ncclcheck.bench.worker import SweepConfig
 from ncclcheck.context import ProbeContext
-from ncclcheck.model import Category, CheckResult, failed, warned
+from ncclcheck.model import BenchSection, Category, CheckResult, FamilyOutput, failed, warned
 
 
 def _deadlines(ctx: ProbeContext) -> tuple[float, float]:
@@ -88,17 +87,17 @@ def _run(ctx: ProbeContext, opts: BenchOptions, fault: str) -> tuple[SweepResult
     return result, []
 
 
-def probe(ctx: ProbeContext) -> list[CheckResult]:
-    opts: BenchOptions = ctx.option("bench") or BenchOptions.for_run()
+def probe(ctx: ProbeContext) -> FamilyOutput:
+    opts: BenchOptions = ctx.options.bench
     fault = ctx.env.get(FAULT_VARIABLE, "")
     try:
         parse_faults(fault)
     except ValueError as exc:
-        return [failed("bench.allreduce", str(exc), f"Unset {FAULT_VARIABLE}: it is for "
-                       "ncclcheck's own tests only.", Category.CONFIGURATION)]
+        return FamilyOutput([failed("bench.allreduce", str(exc), f"Unset {FAULT_VARIABLE}: it "
+                                    "is for ncclcheck's own tests only.", Category.CONFIGURATION)])
     result, early = _run(ctx, opts, fault)
     if result is None:
-        return early
+        return FamilyOutput(early)
     rows = job_rows(result)
     hardware = _hardware(result, ctx)
     reference = choose_reference(hardware)
@@ -108,19 +107,18 @@ def probe(ctx: ProbeContext) -> list[CheckResult]:
                            straggler_check(result, rows)) if c is not None]
     if opts.plot and rows:
         checks += _plot(section, opts.plot)
-    ctx.options["bench_data"] = section
-    return checks
+    return FamilyOutput(checks, section)
 
 
-def _plot(section: dict[str, Any], path: str) -> list[CheckResult]:
+def _plot(section: BenchSection, path: str) -> list[CheckResult]:
     from ncclcheck.bench.plot import draw
     try:
-        draw(section, path)
+        draw(section.to_dict(), path)
     except Exception as exc:  # a plot that cannot be drawn must not hide the measurements
         return [warned("bench.plot", f"could not draw {path}: {type(exc).__name__}: {exc}",
                        "Install the plot extra (pip install 'ncclcheck[plot]') and give --plot a "
                        "writable .png, .svg or .pdf path.", Category.CONFIGURATION, path=path)]
-    section["plot"] = path
+    section.plot = path
     return []
 
 

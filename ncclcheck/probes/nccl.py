@@ -61,7 +61,7 @@ def gather_facts(ctx: ProbeContext) -> NcclFacts:
     """All of the family's I/O: discovery, the child that loads libnccl, enumeration (asked of
     the network owner), plugin files, config files, the library's parameter names."""
     cache = ldconfig_cache(timeout=min(5.0, max(1.0, ctx.remaining() / 4)))
-    found = discover(ctx.env, ctx.option("nccl_lib"), cache=cache)
+    found = discover(ctx.env, ctx.options.nccl.nccl_lib, cache=cache)
     library = found.resolution.found
     budget = min(LOAD_TIMEOUT, max(1.0, ctx.remaining() - 5.0))
     answer = ask_library(library, ctx.env, budget) if library is not None else None

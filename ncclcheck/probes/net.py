@@ -75,8 +75,8 @@ def probe(ctx: ProbeContext) -> list[CheckResult]:
 def nccl_rules_version(ctx: ProbeContext) -> str | None:
     """The version of the libnccl this job would load, read from the file (never loaded),
     else from the wheel's metadata; None applies the newest rules."""
-    if ctx.option("nccl_version"):
-        return str(ctx.option("nccl_version"))
+    if ctx.options.net.nccl_version:
+        return str(ctx.options.net.nccl_version)
     try:
         from ncclcheck.ncclib import discover
         winner = discover(ctx.env).winner
@@ -139,7 +139,7 @@ def check_interfaces(facts: Facts) -> CheckResult:
 
 
 def check_infiniband(ctx: ProbeContext) -> CheckResult:
-    ports = list_ib_ports(ctx.option("sys_infiniband") or "/sys/class/infiniband")
+    ports = list_ib_ports(ctx.options.net.sys_infiniband or "/sys/class/infiniband")
     if not ports:
         return skipped("net.infiniband", "no InfiniBand / RoCE device (/sys/class/infiniband)",
                        ports=[])
@@ -541,9 +541,9 @@ def cluster_checks(facts: Facts) -> list[CheckResult]:
                                     "(see net.nccl_interface)")]
     from ncclcheck.network.mesh import FULL_MESH_MAX, run_mesh
     iface = find(facts.interfaces, facts.bootstrap.name)
-    full_max = int(facts.ctx.option("mesh_full_max") or FULL_MESH_MAX)
+    full_max = int(facts.ctx.options.net.mesh_full_max or FULL_MESH_MAX)
     budget = max(0.5, facts.ctx.remaining() - 0.5)
-    timeout = facts.ctx.option("mesh_connect_timeout")
+    timeout = facts.ctx.options.net.mesh_connect_timeout
     try:
         outcome = run_mesh(session, facts.bootstrap.address, facts.bootstrap.name,
                            iface.mtu if iface else None, budget, full_max=full_max,

@@ -77,14 +77,14 @@ def probe(ctx: ProbeContext) -> list[CheckResult]:
     ]
     for result in results:
         result.rank = layout.rank
-    if ctx.option("lightning") or ctx.option("cluster_env"):
+    if ctx.options.ranks.wants_lightning:
         from ncclcheck.lightning.probe import lightning_results  # imports Lightning: only here
         results.extend(lightning_results(ctx))
     return results
 
 
 def _gpus(ctx: ProbeContext) -> VisibleGpus:
-    override = ctx.option("visible_gpus")
+    override = ctx.options.ranks.visible_gpus
     if override is not None:
         return VisibleGpus(int(override), "given by the caller")
     return visible_gpus(ctx.env)
@@ -92,18 +92,14 @@ def _gpus(ctx: ProbeContext) -> VisibleGpus:
 
 def check_launcher(layout: Layout, others: list[str]) -> CheckResult:
     summary = f"launcher: {layout.title} — {layout.reason}"
-    if layout.launcher == "standalone":
+    if layout.single_process:
         summary = "no launcher: standalone single process (rank 0 of 1); layout checked as such"
     details = {"launcher": layout.launcher, "reason": layout.reason, "also_present": others,
                "variables": layout.variables, "notes": layout.notes}
-    if layout.launcher == "slurm-batch" and layout.notes:
-        return warned("ranks.launcher", f"{summary}; {layout.notes[0]}",
-                      "Prefix the training command with srun so Slurm starts one task per GPU: "
-                      "srun python train.py ...", RANK, **details)
-    if layout.launcher == "kubeflow" and layout.local_world_size and layout.local_world_size > 1:
-        return failed("ranks.launcher", f"{summary}; {layout.notes[0]}",
-                      "Run `torchrun` as the PyTorchJob container command; it turns the PET_* "
-                      "variables into per-process RANK / LOCAL_RANK / WORLD_SIZE.", RANK, **details)
+    advice = layout.advice
+    if advice is not None:
+        verdict = failed if advice.fails else warned
+        return verdict("ranks.launcher", f"{summary}; {advice.note}", advice.fix, RANK, **details)
     return passed("ranks.launcher", summary, **details)
 
 
@@ -135,7 +131,7 @@ def check_layout_source(ctx: ProbeContext, layout: Layout, expected: Expected) -
     details = {"nodes": expected.nodes, "gpus_per_node": expected.gpus_per_node,
                "expected_world_size": expected.world, "nodes_from": expected.nodes_from,
                "gpus_per_node_from": expected.gpus_from}
-    if layout.launcher == "standalone":
+    if layout.single_process:
         wanted = "" if expected.world in (None, 1) or ctx.nodes is None and ctx.gpus_per_node is None \
             else f"; the {expected.describe()} layout is checked when the job's launcher runs"
         return passed("ranks.layout", f"standalone: a single process on this machine{wanted}",
@@ -193,7 +189,7 @@ def check_world_size(layout: Layout, expected: Expected) -> CheckResult:
     world = layout.world_size
     details = {"world_size": world, "expected_world_size": expected.world,
                "source": layout.source("world_size")}
-    if layout.launcher == "standalone":
+    if layout.single_process:
         return passed("ranks.world_size", "standalone: world size 1", **details)
     if world is None:
         return skipped("ranks.world_size", f"{layout.source('world_size')} not set: world size "
@@ -304,7 +300,7 @@ def check_master(layout: Layout, expected: Expected) -> CheckResult:
     missing = [n for n, v in (("MASTER_ADDR", addr), ("MASTER_PORT", port)) if v is None]
     if not missing:
         return passed("ranks.master", f"rendezvous at {addr}:{port}", **details)
-    if layout.launcher == "standalone" or (layout.world_size == 1 and not layout.master_required):
+    if layout.single_process or (layout.world_size == 1 and not layout.master_required):
         return passed("ranks.master", "single process: no rendezvous address needed", **details)
     summary = f"{' and '.join(missing)} not set"
     fix = ("Export MASTER_ADDR=<rank-0 host> and MASTER_PORT=<free port>, identical on every "

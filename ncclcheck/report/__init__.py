@@ -15,8 +15,9 @@ __all__ = ["FORMATS", "render", "render_json", "render_junit", "render_markdown"
 
 
 def render(report: Report, fmt: str) -> str:
+    """JSON holds every check; the table and markdown show the report's rows (``shown``)."""
     if fmt == "json":
         return render_json(report)
     if fmt == "markdown":
-        return render_markdown(report)
-    return render_table(report)
+        return render_markdown(report.shown())
+    return render_table(report.shown())

@@ -1,0 +1,65 @@
+"""The job's --timeout, split once into the phases of cluster mode.
+
+Timeline for ``--timeout T`` (seconds since each process started):
+  0 .. T - reserve   connect to the store, run the probe families, publish the report
+  .. T - margin      rank 0 waits for every rank's report, then aggregates and prints
+  T + grace          other ranks stop waiting for rank 0's verdict (their exit is then 1)
+Every phase reads its end from one ``JobClock``, made once per process from the context.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+CLIENT_GRACE_S = 5.0  # other ranks wait this long past their own deadline for rank 0
+
+
+@dataclass(frozen=True)
+class JobClock:
+    started: float  # time.monotonic() when the command started
+    timeout: float
+
+    @property
+    def reserve_s(self) -> float:
+        """Time kept back from the probes for publishing and gathering."""
+        return min(5.0, max(0.5, 0.1 * self.timeout))
+
+    @property
+    def margin_s(self) -> float:
+        """Time kept back from rank 0's gather for aggregating and printing."""
+        return min(2.0, max(0.25, 0.05 * self.timeout))
+
+    @property
+    def probe_budget_s(self) -> float:
+        """The timeout the probe families run under (from the same start)."""
+        return max(0.1, self.timeout - self.reserve_s)
+
+    @property
+    def end(self) -> float:
+        return self.started + self.timeout
+
+    @property
+    def gather_end(self) -> float:
+        """Monotonic time at which rank 0 stops waiting for reports."""
+        return self.end - self.margin_s
+
+    def left(self, until: float | None = None) -> float:
+        return max(0.0, (self.end if until is None else until) - time.monotonic())
+
+    def connect_s(self, hosts_store: bool) -> float:
+        """How long joining the store may take; rank 0 keeps its margin for the report."""
+        return max(0.5, self.left() - (self.margin_s if hosts_store else 0.0))
+
+    def gather_end_wall(self) -> float:
+        """``gather_end`` as wall-clock time, which the other ranks can read from the store."""
+        return time.time() + self.left(self.gather_end)
+
+    def verdict_wait_s(self, rank0_gather_end_wall: float | None) -> float:
+        """Until this rank's own deadline plus grace; longer when rank 0 started later and so
+        gathers later (its deadline, on its clock), but never past twice the timeout."""
+        own = self.left() + CLIENT_GRACE_S
+        if rank0_gather_end_wall is None:
+            return own
+        rank0 = rank0_gather_end_wall - time.time() + CLIENT_GRACE_S
+        return max(own, min(rank0, own + self.timeout))
