@@ -10,6 +10,11 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   command -v iptables >/dev/null 2>&1 || missing="$missing iptables"
   command -v gcc >/dev/null 2>&1 || missing="$missing gcc"
   command -v mpirun >/dev/null 2>&1 || missing="$missing openmpi-bin"
+  # A real single-host Slurm for tests/slurm.py (the daemons are started by the tests only).
+  command -v munged >/dev/null 2>&1 || missing="$missing munge"
+  command -v slurmctld >/dev/null 2>&1 || missing="$missing slurmctld"
+  command -v slurmd >/dev/null 2>&1 || missing="$missing slurmd"
+  command -v srun >/dev/null 2>&1 || missing="$missing slurm-client"
   if [ -n "$missing" ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null

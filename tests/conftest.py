@@ -12,10 +12,23 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from netns import Cluster, netns_unavailable_reason  # noqa: E402
+from slurm import SlurmCluster, slurm_client_unavailable_reason, slurm_unavailable_reason  # noqa: E402
 
 
 def require_netns() -> None:
-    reason = netns_unavailable_reason()
+    _skip_or_fail(netns_unavailable_reason())
+
+
+def require_slurm() -> None:
+    _skip_or_fail(slurm_unavailable_reason())
+
+
+def require_slurm_client() -> None:
+    _skip_or_fail(slurm_client_unavailable_reason())
+
+
+def _skip_or_fail(reason: str | None) -> None:
+    """Skip for ``reason`` locally; under CI=true a missing dependency fails instead."""
     if reason is None:
         return
     if os.environ.get("CI", "").lower() == "true":
@@ -106,3 +119,15 @@ def pytest_sessionfinish(session, exitstatus):
         session.config.get_terminal_writer().line(
             f"check ids reported during the tests but declared by no CHECKS:\n{lines}", red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(tmp_path_factory):
+    """A real single-host Slurm (munged, slurmctld, slurmd) shared by the session; each daemon
+    is stopped by its pid at the end, and the teardown fails if any of them is left running."""
+    require_slurm()
+    cluster = SlurmCluster.start(tmp_path_factory.mktemp("slurm"))
+    yield cluster
+    cluster.stop()
+    left = cluster.running_pids()
+    assert not left, f"Slurm processes still running after teardown: {left}"
