@@ -8,7 +8,8 @@ import stat
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ncclcheck.model import Category, CheckResult, Report, Status, failed, passed, warned
+from ncclcheck.model import (BenchSection, Category, CheckResult, Report, Status, failed, passed,
+                             warned)
 from ncclcheck.report.prometheus import render_prometheus, write_prom_file
 
 
@@ -21,8 +22,11 @@ def _report() -> Report:
                 warned("nccl.settings", "NCCL_P2P_DISABLE=1", "Unset it.", Category.P2P),
                 CheckResult("bench.run", Status.SKIP, "no bench")],
         context={"host": "node1"},
-        bench={"backend": "gloo", "world_size": 2, "avg_busbw_gbps": 1.5, "rows": [
-            {"bytes": 1048576, "busbw_gbps": 1.25}, {"bytes": 2097152, "busbw_gbps": 1.75}]})
+        bench=BenchSection(
+            backend="gloo", world_size=2, dtype="float32", iters=10, warmup=3,
+            rows=[{"bytes": 1048576, "busbw_gbps": 1.25}, {"bytes": 2097152, "busbw_gbps": 1.75}],
+            avg_busbw_gbps=1.5, peak_busbw_gbps=1.75, peak_bytes=2097152, hosts=["node1"],
+            gpu=None, nccl_version=None, reference=None))
 
 
 def _samples(text: str) -> dict[str, list]:

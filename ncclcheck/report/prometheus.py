@@ -94,18 +94,17 @@ class ReportCollector:
         bench = self.report.bench
         if not bench:
             return
-        backend = str(bench.get("backend") or "")
+        backend = bench.backend
         busbw = GaugeMetricFamily(f"{PREFIX}_bench_busbw_gbps",
                                   "All-reduce bus bandwidth per message size, GB/s (1e9 B/s).",
                                   labels=("backend", "bytes"))
-        for row in bench.get("rows") or []:
+        for row in bench.rows:
             if row.get("busbw_gbps") is not None:
                 busbw.add_metric((backend, str(int(row["bytes"]))), float(row["busbw_gbps"]))
         yield busbw
-        if bench.get("avg_busbw_gbps") is not None:
-            yield _single(f"{PREFIX}_bench_avg_busbw_gbps",
-                          "Average all-reduce bus bandwidth over the sizes, GB/s.",
-                          ("backend",), (backend,), float(bench["avg_busbw_gbps"]))
+        yield _single(f"{PREFIX}_bench_avg_busbw_gbps",
+                      "Average all-reduce bus bandwidth over the sizes, GB/s.",
+                      ("backend",), (backend,), float(bench.avg_busbw_gbps))
 
 
 def _single(name: str, doc: str, label_names: tuple[str, ...], label_values: tuple[str, ...],

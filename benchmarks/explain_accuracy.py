@@ -1,0 +1,93 @@
+"""How often `ncclcheck explain` names the right root cause on real logs from the world.
+
+    python benchmarks/explain_accuracy.py [--split dev|test|all] [--show-misses]
+
+Reads tests/data/logs/world/index.toml: logs copied verbatim from public issue threads and Q&A
+pages, each labelled with the category the thread established, split by thread into dev (for
+writing signatures) and test (for measuring them; never read while writing signatures).
+Prints, per split, top-1 accuracy (the root cause's category equals the label), false alarms
+on clean logs (a finding with a category on a log whose run was healthy), the confusion
+between categories, and, apart, the project's own corpus (tests/data/logs/index.toml).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from ncclcheck.explain.engine import explain
+
+LOGS = Path(__file__).resolve().parents[1] / "tests" / "data" / "logs"
+WORLD = LOGS / "world"
+
+
+def load(index: Path) -> list[dict]:
+    return tomllib.loads(index.read_text("utf-8"))["log"]
+
+
+def predicted(path: Path) -> tuple[str, list[str]]:
+    """The root cause's category ("" when nothing was found) and every finding's category."""
+    findings = explain([str(path)]).to_dict()["findings"]
+    categories = [f["category"] for f in findings if f["category"]]
+    return (findings[0]["category"] or "") if findings else "", categories
+
+
+def score(entries: list[dict], folder: Path, show_misses: bool) -> dict:
+    failing = [e for e in entries if e["category"]]
+    clean = [e for e in entries if not e["category"]]
+    right, confusion, misses = 0, Counter(), []
+    for e in failing:
+        got, _ = predicted(folder / e["path"])
+        right += got == e["category"]
+        if got != e["category"]:
+            confusion[(e["category"], got or "(nothing)")] += 1
+            misses.append((e["path"], e["category"], got or "(nothing)"))
+    alarms = []
+    for e in clean:
+        _, categories = predicted(folder / e["path"])
+        if categories:
+            alarms.append((e["path"], categories))
+    if show_misses:
+        for path, want, got in misses:
+            print(f"    miss  {path}: want {want}, got {got}")
+        for path, categories in alarms:
+            print(f"    alarm {path}: {', '.join(categories)}")
+    return {"failing": len(failing), "right": right, "clean": len(clean),
+            "alarms": len(alarms), "confusion": confusion}
+
+
+def report(name: str, result: dict) -> None:
+    n = result["failing"]
+    share = 100.0 * result["right"] / n if n else 0.0
+    print(f"{name:<10} top-1 {result['right']:>3}/{n:<3} = {share:5.1f}%   "
+          f"false alarms {result['alarms']}/{result['clean']} clean logs")
+    for (want, got), count in result["confusion"].most_common():
+        print(f"           {count:>3}x  {want:<16} -> {got}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--split", choices=("dev", "test", "all"), default="all")
+    parser.add_argument("--show-misses", action="store_true",
+                        help="list every miss and false alarm (use on dev only)")
+    args = parser.parse_args()
+    world = load(WORLD / "index.toml")
+    splits = ("dev", "test") if args.split == "all" else (args.split,)
+    for split in splits:
+        entries = [e for e in world if e["split"] == split]
+        report(f"world/{split}", score(entries, WORLD, args.show_misses and split == "dev"))
+    own = load(LOGS / "index.toml")
+    for e in own:
+        e["category"] = e["category"] if e["root"] else ""
+    report("own corpus", score(own, LOGS, False))
+
+
+if __name__ == "__main__":
+    main()
