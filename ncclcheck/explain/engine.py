@@ -63,13 +63,16 @@ class Matcher:
                 owners.setdefault((lit.text, lit.caseless), []).append(index)
         self._exact = [(text, tuple(o)) for (text, caseless), o in owners.items() if not caseless]
         self._caseless = [(text, tuple(o)) for (text, caseless), o in owners.items() if caseless]
+        self._order = [(sig.id == CATCH_ALL, index) for index, sig in enumerate(self.signatures)]
 
     def match(self, message: str) -> tuple[Signature, dict[str, Any]] | None:
         wanted = {i for text, owners in self._exact if text in message for i in owners}
         if self._caseless:
             lowered = message.lower()
             wanted.update(i for text, owners in self._caseless if text in lowered for i in owners)
-        for index in sorted(wanted):
+        # The catch-all is tried last wherever it sits, so a signature added after it still
+        # claims its exception line.
+        for index in sorted(wanted, key=self._order.__getitem__):
             sig = self.signatures[index]
             facts = sig.match(message)
             if facts is not None:

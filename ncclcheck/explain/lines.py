@@ -15,6 +15,7 @@ _PREFIXES = re.compile(
     r"""\s*(?:
         \[rank(?P<rank>\d+)\]:\s?                                   # torchrun --tee / log prefix
       | \[(?P<role>[A-Za-z_]+)(?P<local_rank>\d+)\]:\s?             # torchrun [default0]:
+      | \[\d+,(?P<mpi_rank>\d+)\]<std(?:out|err)>:\s?                 # mpirun --tag-output
       | (?P<label>\d{1,6}):\s                                       # srun --label
       | \[(?P<stamp>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)\]\s?   # NCCL [%F %T]
       | (?P<pystamp>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)(?:Z|[+-]\d\d:?\d\d)?\s   # logging
@@ -50,6 +51,8 @@ def parse_line(text: str, default_year: int | None = None) -> LineInfo:
         groups = found.groupdict()
         if groups["rank"] is not None:
             info.rank = int(groups["rank"])
+        elif groups["mpi_rank"] is not None:
+            info.rank = int(groups["mpi_rank"])
         elif groups["local_rank"] is not None:
             info.local_rank = int(groups["local_rank"])
         elif groups["label"] is not None:

@@ -1,0 +1,65 @@
+"""Engine rules the world's logs needed: the catch-all is tried last, mpirun's tagged output is
+read, and harmless IPv6 attempts stay clean. Fixtures are written here (not copied)."""
+
+from __future__ import annotations
+
+from ncclcheck.explain.engine import Matcher, explain
+from ncclcheck.explain.catalogue import all_signatures
+from ncclcheck.explain.lines import parse_line
+
+
+def _root(tmp_path, text: str) -> dict | None:
+    log = tmp_path / "run.log"
+    log.write_text(text)
+    findings = explain([str(log)]).to_dict()["findings"]
+    return findings[0] if findings else None
+
+
+def test_a_signature_after_the_catch_all_still_claims_its_exception_line():
+    order = [s.id for s in all_signatures()]
+    # Written after the catch-all in the catalogue on purpose.
+    assert order.index("python.address_in_use") > order.index("python.uncaught_exception")
+    found = Matcher(all_signatures()).match("RuntimeError: Address already in use")
+    assert found is not None and found[0].id == "python.address_in_use"
+
+
+def test_mpirun_tagged_output_gives_the_rank(tmp_path):
+    info = parse_line("[1,3]<stderr>:Horovod has been shut down. This was caused by an "
+                      "exception on one of the ranks or an attempt to allreduce")
+    assert info.rank == 3 and info.message.startswith("Horovod has been shut down")
+    root = _root(tmp_path, "[1,2]<stdout>:epoch 3\n[1,3]<stderr>:" + info.message + "\n")
+    assert root["id"] == "horovod.shut_down" and root["rank"] == 3
+
+
+def test_an_ipv6_attempt_without_ipv6_is_not_a_finding(tmp_path):
+    # c10d tries IPv6 first on hosts without it (errno 97), then succeeds over IPv4.
+    text = ("[W socket.cpp:558] [c10d] The client socket cannot be initialized to connect to "
+            "[localhost]:29500 (errno: 97 - Address family not supported by protocol).\n"
+            "epoch 1 loss 0.3\n")
+    assert _root(tmp_path, text) is None
+    refused = text.replace("97 - Address family not supported by protocol",
+                           "111 - Connection refused")
+    assert _root(tmp_path, refused)["id"] == "torch.store_connect_refused"
+
+
+def test_gloo_names_an_unresolvable_host_apart_from_a_missing_interface(tmp_path):
+    host = ("RuntimeError: [enforce fail at gloo/transport/tcp/device.cc:127] rp != nullptr. "
+            "Unable to find address for: dgx-1.ai\n")
+    iface = ("RuntimeError: [enforce fail at gloo/transport/tcp/device.cc:83] ifa != nullptr. "
+             "Unable to find address for: eth7\n")
+    assert _root(tmp_path, host)["category"] == "name_resolution"
+    assert _root(tmp_path, iface)["category"] == "interface"
+
+
+def test_a_gai_error_only_for_missing_names_not_for_a_missing_family(tmp_path):
+    line = ("[W socket.cpp:601] [c10d] The IPv6 network addresses of (node7, 29500) cannot be "
+            "retrieved (gai error: {code} - {text}).\n")
+    found = _root(tmp_path, line.format(code=-3, text="Temporary failure in name resolution"))
+    assert found["id"] == "torch.hostname_unresolved" and found["facts"]["host"] == "node7"
+    assert _root(tmp_path, line.format(code=-5, text="No address associated with hostname")) \
+        is None
+
+
+def test_older_lightning_banner_wording_is_read(tmp_path):
+    root = _root(tmp_path, "initializing ddp: GLOBAL_RANK: 6, MEMBER: 7/4\n")
+    assert root["id"] == "lightning.member_overflow"
