@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from ncclcheck.explain.catalogue import (Signature, UnknownSignature, all_signatures,
+from ncclcheck.explain.catalogue import (Signature, UnknownSignature, line_signatures,
                                          nccl_version_text, pci_bus_id, signature)
 from ncclcheck.explain.docs import DOC_PATH, failures_markdown
 from ncclcheck.explain.engine import Matcher, literal_index
 from ncclcheck.explain.lines import parse_line
 from ncclcheck.model import CATEGORIES
 
-SIGNATURES = all_signatures()
+SIGNATURES = line_signatures()  # inferred ones: tests/test_explain_inference.py
 REPO = Path(__file__).resolve().parents[1]
 
 

@@ -8,12 +8,12 @@ import sys
 import pytest
 
 from ncclcheck.explain import prefilter
-from ncclcheck.explain.catalogue import all_signatures
+from ncclcheck.explain.catalogue import line_signatures
 from ncclcheck.explain.engine import explain, literal_index
 from ncclcheck.explain.literals import MIN_LENGTH, NoLiteral, required_literals
 from ncclcheck.explain.prefilter import ENGINES, Literal, build_index
 
-SIGNATURES = all_signatures()
+SIGNATURES = line_signatures()  # inferred ones: tests/test_explain_inference.py
 
 
 def test_literals_follow_the_pattern_structure():

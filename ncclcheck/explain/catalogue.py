@@ -46,7 +46,9 @@ class Signature:
     while a primary failure is in view; ``warning`` marks messages after which the library
     carries on. ``settings`` names facts taken from ``NCCL_X set by environment to V`` lines
     of the same log when the matched line does not carry them. ``priority`` (0-100) orders
-    primary failures when log lines carry no comparable timestamps.
+    primary failures when log lines carry no comparable timestamps. ``inferred`` signatures
+    are never matched line by line: their patterns read a context line (a setting, a launch
+    command, an INFO line) that names the likely cause when NCCL gave only a generic error.
     """
 
     id: str
@@ -62,6 +64,7 @@ class Signature:
     priority: int = 50
     requires: tuple[str, ...] = ()
     settings: tuple[tuple[str, str], ...] = ()
+    inferred: bool = False
     compiled: tuple[re.Pattern[str], ...] = field(default=(), repr=False, compare=False)
 
     @property
@@ -197,6 +200,7 @@ def _build(entry: dict[str, Any]) -> Signature:
         priority=int(entry.get("priority", 50)),
         requires=tuple(entry.get("requires", ())),
         settings=tuple(sorted(entry.get("settings", {}).items())),
+        inferred=bool(entry.get("inferred", False)),
         compiled=tuple(re.compile(p) for p in patterns),
     )
 
@@ -235,6 +239,18 @@ def signature(id: str) -> Signature:
 
 def all_signatures() -> tuple[Signature, ...]:
     return load()
+
+
+@lru_cache(maxsize=1)
+def line_signatures() -> tuple[Signature, ...]:
+    """The signatures matched against log lines (all but the inferred ones)."""
+    return tuple(sig for sig in load() if not sig.inferred)
+
+
+@lru_cache(maxsize=1)
+def inferred_signatures() -> tuple[Signature, ...]:
+    """The signatures only named from context when NCCL gave a generic error."""
+    return tuple(sig for sig in load() if sig.inferred)
 
 
 def catalogue_fix(signature_id: str, fallback: str, here: str = "",

@@ -52,6 +52,8 @@ def failures_markdown() -> str:
 
 def _section(sig: Signature) -> list[str]:
     kind = "consequence" if sig.consequence else "warning" if sig.warning else "primary failure"
+    if sig.inferred:
+        kind = "inferred from the log's context when NCCL gave only a generic error"
     explanation, fix = sig.render({})
     lines = [f"## {sig.id}", "", f"**{sig.title}** — category `{sig.category.value}`, {kind}, "
              f"priority {sig.priority}.", "", f"What it means: {explanation}", "",

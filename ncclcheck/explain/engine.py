@@ -9,8 +9,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Callable, Iterable
 
-from ncclcheck.explain.catalogue import Signature, all_signatures
+from ncclcheck.explain.catalogue import Signature, line_signatures
+from ncclcheck.explain.context import LogContext
 from ncclcheck.explain.findings import Finding, Findings, Hit
+from ncclcheck.explain.infer import add_inferred
 from ncclcheck.explain.lines import LineInfo, parse_line, stamp_in
 from ncclcheck.explain.reader import InputError, Source, sources
 from ncclcheck.explain.prefilter import ENGINE_VARIABLE, LiteralIndex, build_index
@@ -95,7 +97,7 @@ def literal_index(engine: str | None = None) -> LiteralIndex:
 
 @lru_cache(maxsize=4)
 def _index(engine: str) -> LiteralIndex:
-    literals = [lit for sig in all_signatures() for lit in sig.literals]
+    literals = [lit for sig in line_signatures() for lit in sig.literals]
     return build_index(literals, engine or None)
 
 
@@ -106,25 +108,29 @@ def explain(paths: list[str]) -> Explanation:
 
 def explain_sources(items: list[Source]) -> Explanation:
     scanner = Scanner(literal_index())
-    matcher = Matcher(all_signatures())
+    matcher = Matcher(line_signatures())
     summary = NcclSummary()
     hits = Findings()
+    context = LogContext()
     for source in items:
         stream = source.open()
         try:
             lines, physical = unwrap(stream)
-            _scan_one(source.name, scanner.lines(lines), matcher, summary, hits, physical)
+            _scan_one(source.name, scanner.lines(lines), matcher, summary, hits, physical,
+                      context)
         except (OSError, EOFError, zlib.error) as exc:  # truncated gzip, I/O error mid-read
             raise InputError(f"cannot read {source.name}: {exc}") from None
         finally:
             if source.path is not None:
                 stream.close()
+    add_inferred(hits, context, summary.settings)
     return Explanation(hits.ranked(summary.settings), summary.to_dict(),
                        [s.name for s in items])
 
 
 def _scan_one(name: str, candidates: Iterable[Candidate], matcher: Matcher,
-              summary: NcclSummary, hits: Findings, physical: Callable[[int], int]) -> None:
+              summary: NcclSummary, hits: Findings, physical: Callable[[int], int],
+              context: LogContext) -> None:
     year: int | None = None
     above: str | None = None  # the message of the candidate line before, for continuations
     named = _RANK_FILE.search(os.path.basename(name))
@@ -135,6 +141,8 @@ def _scan_one(name: str, candidates: Iterable[Candidate], matcher: Matcher,
             year = info.time.year if info.time else None
         if cand.info:
             summary.feed(info.message)
+        if cand.info or cand.context or cand.gated:
+            context.feed(name, physical(cand.number), cand.text, info.message)
         if not cand.gated:
             continue
         matched = matcher.match(info.message)

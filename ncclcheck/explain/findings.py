@@ -31,6 +31,7 @@ class Hit:
     host: str | None
     time: datetime | None
     order: int  # position among all hits, in reading order
+    inferred_from: dict[str, Any] | None = None  # the context line an inferred cause came from
 
 
 @dataclass
@@ -91,6 +92,7 @@ class Finding:
             "files": sorted(self.files),
             "consequence": self.signature.consequence,
             "warning": self.signature.warning,
+            "inferred_from": hit.inferred_from,
         }
 
 
@@ -130,6 +132,7 @@ class Findings:
         """Root cause first, then by tier, priority and appearance."""
         findings = list(self.by_id.values())
         for finding in findings:
+            finding.root_cause = False
             self._complete(finding.first, settings or {})
         if not findings:
             return []

@@ -28,6 +28,12 @@ def _where(f: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
+def _inferred(source: dict[str, Any]) -> str:
+    """Where an inferred cause was read from."""
+    return (f"inferred from line {source['line']} of {source['file']}: "
+            f"{source['text'].strip()[:200]}")
+
+
 def _others(f: dict[str, Any]) -> str:
     extra = []
     if len(f["ranks"]) > 1:
@@ -60,6 +66,8 @@ def render_table(data: dict[str, Any]) -> str:
         where = _where(root)
         out.append(f"  where:  {root['file']}:{root['line']}" + (f"  ({where})" if where else ""))
         out += _wrap(root["text"][:300], "  line:   ")
+        if root.get("inferred_from"):
+            out += _wrap(_inferred(root["inferred_from"]), "  cause:  ")
         out += _wrap(root["explanation"], "  what:   ")
         out += _wrap(root["fix"], "  fix:    ")
         if root["count"] > 1:
@@ -90,6 +98,8 @@ def render_markdown(data: dict[str, Any]) -> str:
                 f"- **id**: `{root['id']}` ({root['category']})",
                 f"- **where**: `{root['file']}:{root['line']}` {_where(root)}".rstrip(),
                 f"- **line**: `{root['text'][:300]}`",
+                *([f"- **cause**: {_inferred(root['inferred_from'])}"]
+                  if root.get("inferred_from") else []),
                 f"- **what happened**: {root['explanation']}",
                 f"- **fix**: {root['fix']}"]
         if len(findings) > 1:

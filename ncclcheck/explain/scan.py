@@ -12,12 +12,14 @@ import re
 from dataclasses import dataclass
 from typing import BinaryIO, Callable, Iterator
 
+from ncclcheck.explain.context import CONTEXT_TOKENS
 from ncclcheck.explain.prefilter import LiteralIndex
 
 BLOCK = 8 << 20            # bytes read at a time
 MAX_LINE = 64 << 10        # longest text kept for one line (the part around the hit)
 MAX_INFO_LINES = 10_000    # NCCL INFO lines per file given to the summary
-GATE, INFO = 1, 2          # why a line is a candidate (bit flags)
+MAX_CONTEXT_LINES = 2_000  # launch / setting lines per file given to the context
+GATE, INFO, CONTEXT = 1, 2, 8  # why a line is a candidate (bit flags)
 INFO_TOKENS = (b"NCCL INFO", b"NCCL version")
 LAST_ERROR = b"Last error:"
 # A line whose message goes on below it: torch's "Last error:" echo, an exception header
@@ -37,6 +39,7 @@ class Candidate:
     info: bool                       # an NCCL INFO / version line (for the summary)
     before: Callable[[int], list[str]]
     continues: bool = False          # may be the rest of the message on the line above
+    context: bool = False            # may name a setting or launch option (context.py)
 
 
 class Scanner:
@@ -45,11 +48,13 @@ class Scanner:
     def __init__(self, index: LiteralIndex, block: int = BLOCK) -> None:
         self.index = index
         self.block = block
+        self._context_left = MAX_CONTEXT_LINES
 
     def lines(self, stream: BinaryIO) -> Iterator[Candidate]:
         line_base = 1          # number of the first line in the current buffer
         carry = b""
         info_left = MAX_INFO_LINES
+        self._context_left = MAX_CONTEXT_LINES
         pending_next = False   # the previous block ended on "Last error:"
         while True:
             data = stream.read(self.block)
@@ -95,6 +100,10 @@ class Scanner:
         if info_left > 0:
             for token in INFO_TOKENS:
                 self._collect(body, token, starts, INFO, limit=info_left)
+        for token in CONTEXT_TOKENS:
+            if self._context_left > 0:
+                self._context_left -= self._collect(body, token, starts, CONTEXT,
+                                                    limit=self._context_left)
         out: list[Candidate] = []
         if not starts:
             return out, False, info_left
@@ -114,7 +123,7 @@ class Scanner:
             if why & INFO:
                 info_left -= 1
             out.append(Candidate(number, _decode(raw), bool(why & GATE), bool(why & INFO),
-                                 _before(body, start), bool(why & NEXT)))
+                                 _before(body, start), bool(why & NEXT), bool(why & CONTEXT)))
             if why & GATE and _GOES_ON.search(raw):
                 nxt = end + 1
                 if nxt >= len(body):
@@ -128,7 +137,8 @@ class Scanner:
 
     @staticmethod
     def _collect(body: bytes, token: bytes, starts: dict[int, int], why: int,
-                 limit: int | None = None) -> None:
+                 limit: int | None = None) -> int:
+        """Mark the lines holding ``token`` (at most ``limit``); returns how many."""
         found = body.find(token)
         taken = 0
         while found >= 0:
@@ -137,11 +147,12 @@ class Scanner:
             starts[start] = starts.get(start, 0) | why
             taken += 1
             if limit is not None and taken >= limit:
-                return
+                return taken
             end = body.find(b"\n", found)
             if end < 0:
-                return
+                return taken
             found = body.find(token, end)
+        return taken
 
 
 def _decode(raw: bytes) -> str:

@@ -1,0 +1,88 @@
+"""The context a log gives about its run: launch commands, NCCL settings, versions, banners.
+
+NCCL often fails with a generic result ("unhandled system error", "internal error", "remote
+process exited or there was a network error") while the cause is visible elsewhere in the log:
+the launch command, the ``NCCL_X set by environment to V`` lines, the INFO lines naming the
+interfaces and the version each rank loaded. Those lines are kept here (a bounded number per
+run) so the inference step (infer.py) can name the likely cause and the line it came from.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+MAX_CONTEXT_LINES = 512     # context lines kept per run (settings and launch lines come early)
+MAX_PER_RANK_LINES = 4096   # version and banner lines remembered per run
+
+# Substrings that make a line worth keeping; the scanner hands on lines holding these tokens.
+CONTEXT_TOKENS = (b"set by environment to", b"torchrun", b"torch.distributed.launch",
+                  b"torch.distributed.run", b"deepspeed", b"accelerate launch", b"mpirun",
+                  b"srun ", b"NCCL_SOCKET_IFNAME=", b"NCCL_GRAPH_FILE=", b"NCCL_TOPO_FILE=",
+                  b"NCCL_IB_DISABLE=", b"NCCL_NET=")
+_KEEP = re.compile(r"set by environment to|NCCL_[A-Z_]+=|--n(?:nodes|proc)|--node[_-]rank|"
+                   r"Bootstrap ?: Using|NET/Socket ?: Using|NET/OFI|NET/Plugin")
+_VERSION = re.compile(r"NCCL version (?P<version>\d+\.\d+\.\d+)")
+_BANNER = re.compile(r"(?:Initializing distributed|initializing ddp): GLOBAL_RANK: (?P<rank>\d+),"
+                     r" MEMBER: \d+/(?P<world_size>\d+)")
+
+
+@dataclass(frozen=True)
+class ContextLine:
+    """A line of the logs that says something about the run's setup."""
+
+    file: str
+    line: int
+    text: str
+    message: str
+
+    def to_dict(self) -> dict[str, object]:
+        return {"file": self.file, "line": self.line, "text": self.text[:300]}
+
+
+@dataclass
+class LogContext:
+    """What the logs said about the run, gathered while they are read."""
+
+    lines: list[ContextLine] = field(default_factory=list)
+    versions: dict[str, ContextLine] = field(default_factory=dict)
+    banners: dict[int, list[ContextLine]] = field(default_factory=dict)
+    world_sizes: set[int] = field(default_factory=set)
+    _remembered: int = 0
+
+    def feed(self, file: str, line: int, text: str, message: str) -> None:
+        """Keep ``message`` when it names a setting, a launch option, a version or a rank."""
+        if "NCCL version" in message and (found := _VERSION.search(message)):
+            if len(self.versions) < 64:
+                self.versions.setdefault(found.group("version"),
+                                         ContextLine(file, line, text, message))
+        elif "GLOBAL_RANK" in message and (found := _BANNER.search(message)):
+            self._banner(int(found.group("rank")), int(found.group("world_size")),
+                         ContextLine(file, line, text, message))
+        elif len(self.lines) < MAX_CONTEXT_LINES and _KEEP.search(message):
+            self.lines.append(ContextLine(file, line, text, message))
+
+    def _banner(self, rank: int, world_size: int, where: ContextLine) -> None:
+        if self._remembered >= MAX_PER_RANK_LINES:
+            return
+        self._remembered += 1
+        self.banners.setdefault(rank, []).append(where)
+        self.world_sizes.add(world_size)
+
+    def duplicate_rank(self) -> ContextLine | None:
+        """The second announcement of a global rank, when ranks were announced twice while
+        others never were (a job restarted in the same log announces every rank again)."""
+        if len(self.world_sizes) != 1:
+            return None
+        world_size = next(iter(self.world_sizes))
+        twice = [lines[1] for lines in self.banners.values() if len(lines) > 1]
+        if not twice or len(self.banners) >= world_size:
+            return None
+        return min(twice, key=lambda c: (c.file, c.line))
+
+    def differing_versions(self) -> tuple[ContextLine, ContextLine] | None:
+        """Two lines where ranks report different NCCL versions, in reading order."""
+        if len(self.versions) < 2:
+            return None
+        first, second = sorted(self.versions.values(), key=lambda c: (c.file, c.line))[:2]
+        return first, second

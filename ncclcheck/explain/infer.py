@@ -1,0 +1,93 @@
+"""When NCCL says only "system error": name the likely cause from the log's context.
+
+A generic NCCL result (unhandled system error, internal error, remote process exited or there
+was a network error) says that something failed, not what. The lines around it often do: an
+NCCL_SOCKET_IFNAME naming a container or loopback interface, ranks loading different NCCL
+versions, a graph file forced by the environment, a launch whose node rank is outside its node
+count. The first such fact (by the inferred signature's priority) becomes the root cause; the
+finding keeps the generic error's line as where the run failed and ``inferred_from`` as the
+line the cause was read from. Duplicate rank announcements are a failure of their own and are
+found whatever else the log holds.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ncclcheck.explain.catalogue import Signature, inferred_signatures, signature
+from ncclcheck.explain.context import ContextLine, LogContext
+from ncclcheck.explain.findings import Findings, Hit
+
+# NCCL's generic results, whichever way the log shows them.
+GENERIC_IDS = frozenset({"nccl.unhandled_system_error", "nccl.internal_error",
+                         "nccl.remote_error", "nccl.syscall_failed"})
+_GENERIC_TEXT = re.compile(r"nccl(?:System|Internal|Remote)Error|unhandled system error|"
+                           r"internal error|remote process exited")
+CATCH_ALL = "python.uncaught_exception"
+VERSIONS_DIFFER = "nccl.versions_differ"
+DUPLICATE_RANK = "lightning.duplicate_global_rank"
+
+
+def add_inferred(hits: Findings, context: LogContext,
+                 settings: dict[str, str] | None = None) -> None:
+    """Add the findings the context supports to ``hits`` (before ranking)."""
+    duplicate = context.duplicate_rank()
+    if duplicate is not None and DUPLICATE_RANK not in hits.by_id:
+        sig = signature(DUPLICATE_RANK)
+        facts = sig.match(duplicate.message) or {}
+        hits.add(_hit(sig, facts, duplicate, None, hits.hits))
+    ranked = hits.ranked(settings)
+    if not ranked or not is_generic(ranked[0].signature.id, ranked[0].first.text):
+        return
+    generic = ranked[0].first
+    inferred = infer_cause(context)
+    if inferred is not None:
+        sig, facts, source = inferred
+        hits.add(_hit(sig, facts, source, generic, generic.order))
+
+
+def is_generic(sig_id: str, text: str) -> bool:
+    """Whether a root cause is only NCCL's generic result (or the catch-all quoting one)."""
+    if sig_id in GENERIC_IDS:
+        return True
+    return sig_id == CATCH_ALL and bool(_GENERIC_TEXT.search(text))
+
+
+def infer_cause(context: LogContext) -> tuple[Signature, dict[str, Any], ContextLine] | None:
+    """The most telling context fact: (inferred signature, its facts, the line it is from)."""
+    candidates: list[tuple[int, int, Signature, dict[str, Any], ContextLine]] = []
+    versions = context.differing_versions()
+    if versions is not None:
+        sig = signature(VERSIONS_DIFFER)
+        first, second = versions
+        facts = {"version1": _version(first), "version2": _version(second),
+                 "line1": first.line}
+        candidates.append((-sig.priority, 0, sig, facts, second))
+    for sig in inferred_signatures():
+        if sig.id in (VERSIONS_DIFFER, DUPLICATE_RANK):
+            continue
+        for order, where in enumerate(context.lines):
+            facts = sig.match(where.message)
+            if facts is not None:
+                candidates.append((-sig.priority, order, sig, facts, where))
+                break
+    if not candidates:
+        return None
+    _, _, sig, facts, where = min(candidates, key=lambda c: (c[0], c[1]))
+    return sig, facts, where
+
+
+def _version(where: ContextLine) -> str:
+    found = re.search(r"NCCL version (\S+)", where.message)
+    return found.group(1) if found else "?"
+
+
+def _hit(sig: Signature, facts: dict[str, Any], source: ContextLine, failed: Hit | None,
+         order: int) -> Hit:
+    """A finding's hit: at the failing line when there is one, else at the context line."""
+    if failed is None:
+        return Hit(sig, facts, source.file, source.line, source.text.strip()[:2000], None,
+                   None, None, order, inferred_from=source.to_dict())
+    return Hit(sig, facts, failed.file, failed.line, failed.text, failed.rank, failed.host,
+               failed.time, order, inferred_from=source.to_dict())

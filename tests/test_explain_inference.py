@@ -1,0 +1,119 @@
+"""Naming a cause from the log's context when NCCL gave only a generic error.
+
+Every fixture here is written for the test (not copied from a real log): a context line (an
+NCCL setting, a launch command, an INFO line) and one of NCCL's generic errors.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ncclcheck.explain.catalogue import inferred_signatures, line_signatures, signature
+from ncclcheck.explain.engine import explain
+from ncclcheck.explain.render import render
+
+GENERIC = [
+    "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1269, unhandled system error, NCCL version 2.18.5",
+    "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, internal error - please report this issue to the NCCL developers, NCCL version 2.19.3",
+    "node1:3301:3350 [0] misc/socket.cc:49 NCCL WARN socketProgress: Connection closed by remote peer; remote process exited or there was a network error",
+    "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.",
+]
+# For each inferred signature: the context lines that support it (written, see module doc).
+CONTEXT = {
+    "nccl.versions_differ": ["node1:11:11 [0] NCCL INFO NCCL version 2.18.5+cuda12.1",
+                             "node2:12:12 [0] NCCL INFO NCCL version 2.21.5+cuda12.4"],
+    "nccl.ifname_virtual": ["mpirun -np 16 -x NCCL_SOCKET_IFNAME=lo -x NCCL_DEBUG=INFO ./train"],
+    "nccl.bootstrap_virtual_interface": ["node1:11:11 [0] NCCL INFO Bootstrap : Using docker0:172.17.0.1<0>"],
+    "nccl.graph_file_set": ["node1:11:11 [0] NCCL INFO NCCL_TOPO_FILE set by environment to /etc/topo.xml"],
+    "nccl.ofi_plugin_in_use": ["node1:11:11 [0] NCCL INFO NET/OFI Using aws-ofi-nccl 1.7.4"],
+    "nccl.ifname_set": ["export NCCL_SOCKET_IFNAME=ens9f0"],
+    "launcher.node_rank_out_of_range": ["torchrun --node_rank=3 --nnodes=2 --nproc-per-node=4 train.py"],
+}
+
+
+def _explain(tmp_path, lines: list[str], fmt: str | None = None):
+    log = tmp_path / "job.log"
+    log.write_text("\n".join(lines) + "\n")
+    result = explain([str(log)])
+    return render(result, fmt) if fmt else result.to_dict()["findings"]
+
+
+def test_inferred_signatures_are_kept_out_of_line_matching():
+    inferred = {s.id for s in inferred_signatures()}
+    assert inferred == set(CONTEXT) | {"lightning.duplicate_global_rank"}
+    assert not inferred & {s.id for s in line_signatures()}
+    for sig in inferred_signatures():
+        assert "(inferred)" in sig.title and sig.example
+
+
+@pytest.mark.parametrize("sig_id", sorted(CONTEXT))
+@pytest.mark.parametrize("generic", GENERIC, ids=lambda g: g[:24])
+def test_a_generic_error_is_explained_by_its_context(tmp_path, sig_id, generic):
+    lines = CONTEXT[sig_id] + ["epoch 0 step 10", generic]
+    findings = _explain(tmp_path, lines)
+    root = findings[0]
+    assert root["id"] == sig_id and root["root_cause"], [f["id"] for f in findings]
+    assert root["category"] == signature(sig_id).category.value
+    assert root["line"] == len(lines)  # where it failed: the generic error's line
+    source = root["inferred_from"]
+    assert source["line"] == len(CONTEXT[sig_id]) and source["text"] == CONTEXT[sig_id][-1]
+    assert "{" not in root["explanation"] + root["fix"]
+    assert root["explanation"].startswith("NCCL reported only a generic error")
+    assert any(f["id"] != sig_id and not f["root_cause"] for f in findings)
+
+
+@pytest.mark.parametrize("sig_id", sorted(CONTEXT))
+def test_context_alone_is_not_a_finding(tmp_path, sig_id):
+    assert _explain(tmp_path, CONTEXT[sig_id] + ["epoch 0 step 10 loss 0.1"]) == []
+
+
+def test_a_specific_error_is_not_replaced_by_an_inference(tmp_path):
+    lines = CONTEXT["nccl.ifname_virtual"] + [
+        "node2:2251:2251 [2] init.cc:1872 NCCL WARN Invalid rank requested : 6/4", GENERIC[0]]
+    root = _explain(tmp_path, lines)[0]
+    assert root["id"] == "nccl.invalid_rank" and root["inferred_from"] is None
+
+
+def test_harmless_context_values_infer_nothing(tmp_path):
+    same_version = ["node1:11:11 [0] NCCL INFO NCCL version 2.18.5+cuda12.1",
+                    "node2:12:12 [0] NCCL INFO NCCL version 2.18.5+cuda12.1"]
+    excluded = ["node1:11:11 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to ^lo,docker"]
+    good_launch = ["torchrun --nnodes=2 --node_rank=1 train.py"]
+    for context in (same_version, excluded, good_launch):
+        root = _explain(tmp_path, context + [GENERIC[0]])[0]
+        assert root["id"] == "nccl.unhandled_system_error", (context, root["id"])
+
+
+def test_the_most_telling_fact_wins(tmp_path):
+    lines = (CONTEXT["nccl.ifname_set"] + CONTEXT["nccl.versions_differ"]
+             + CONTEXT["nccl.ofi_plugin_in_use"] + [GENERIC[1]])
+    assert _explain(tmp_path, lines)[0]["id"] == "nccl.versions_differ"
+
+
+def test_table_and_markdown_say_where_the_cause_was_inferred_from(tmp_path):
+    lines = CONTEXT["nccl.graph_file_set"] + [GENERIC[0]]
+    for fmt in ("table", "markdown"):
+        text = _explain(tmp_path, lines, fmt)
+        assert "inferred from line 1 of" in text and "NCCL_TOPO_FILE" in text
+
+
+def test_secrets_on_a_context_line_are_masked(tmp_path):
+    lines = ["HF_TOKEN=hf_abcdef123456 NCCL_SOCKET_IFNAME=lo torchrun --nnodes=2 train.py",
+             GENERIC[0]]
+    findings = _explain(tmp_path, lines)
+    assert findings[0]["id"] == "nccl.ifname_virtual"
+    assert "hf_abcdef123456" not in str(findings) and "***" in findings[0]["inferred_from"]["text"]
+
+
+def test_the_same_global_rank_announced_twice_is_a_rank_mismatch(tmp_path):
+    banners = [f"initializing ddp: GLOBAL_RANK: {r}, MEMBER: {r + 1}/8" for r in (0, 1, 2, 3)]
+    findings = _explain(tmp_path, ["GPU available: True"] + banners + banners)
+    root = findings[0]
+    assert root["id"] == "lightning.duplicate_global_rank" and root["category"] == "rank_mismatch"
+    assert root["inferred_from"]["line"] == root["line"] == 6
+    assert root["facts"]["rank"] == 0 and root["facts"]["world_size"] == 8
+
+
+def test_a_restarted_job_announcing_every_rank_again_is_clean(tmp_path):
+    banners = [f"Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {r + 1}/4" for r in range(4)]
+    assert _explain(tmp_path, banners + ["restarting"] + banners) == []
