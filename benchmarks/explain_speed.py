@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 
-from ncclcheck.explain.catalogue import all_signatures
+from ncclcheck.explain.catalogue import line_signatures
 from ncclcheck.explain.prefilter import ENGINE_VARIABLE, ENGINES
 
 BLOCK = [
@@ -87,7 +87,7 @@ def timed(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, fl
 
 
 def literals_pattern() -> str:
-    texts = {lit.text for sig in all_signatures() for lit in sig.literals}
+    texts = {lit.text for sig in line_signatures() for lit in sig.literals}
     return "|".join(re.escape(text) for text in sorted(texts))
 
 

@@ -63,3 +63,14 @@ def test_a_gai_error_only_for_missing_names_not_for_a_missing_family(tmp_path):
 def test_older_lightning_banner_wording_is_read(tmp_path):
     root = _root(tmp_path, "initializing ddp: GLOBAL_RANK: 6, MEMBER: 7/4\n")
     assert root["id"] == "lightning.member_overflow"
+
+
+def test_repeated_messages_are_matched_once_and_facts_are_not_shared():
+    matcher = Matcher(all_signatures())
+    line = "node1:1:1 [0] init.cc:1872 NCCL WARN Invalid rank requested : 6/4"
+    message = parse_line(line).message
+    first = matcher.match(message)
+    first[1]["rank"] = 99  # the engine adds facts to a hit; the next hit must not see them
+    again = matcher.match(message)
+    assert again[0].id == "nccl.invalid_rank" and again[1]["rank"] == 6
+    assert message in matcher._memo

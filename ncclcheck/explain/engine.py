@@ -27,6 +27,7 @@ _RANK_FILE = re.compile(r"rank[-_]?(\d+)", re.I)  # one file per rank: rank3.log
 _HOST_FACTS = ("node", "hostname")
 CATCH_ALL = "python.uncaught_exception"  # the last resort: any uncaught exception
 _RANK_FACTS = ("task",)
+MEMO_SIZE = 4096  # distinct messages whose match is remembered per run
 
 
 @dataclass
@@ -66,8 +67,21 @@ class Matcher:
         self._exact = [(text, tuple(o)) for (text, caseless), o in owners.items() if not caseless]
         self._caseless = [(text, tuple(o)) for (text, caseless), o in owners.items() if caseless]
         self._order = [(sig.id == CATCH_ALL, index) for index, sig in enumerate(self.signatures)]
+        self._memo: dict[str, tuple[Signature, dict[str, Any]] | None] = {}
 
     def match(self, message: str) -> tuple[Signature, dict[str, Any]] | None:
+        """The first signature claiming ``message`` and its facts. Ranks print the same
+        message many times, so answers are remembered (a bounded memo, copied out)."""
+        if message in self._memo:
+            found = self._memo[message]
+            return None if found is None else (found[0], dict(found[1]))
+        found = self._match(message)
+        if len(self._memo) >= MEMO_SIZE:
+            self._memo.clear()
+        self._memo[message] = found
+        return None if found is None else (found[0], dict(found[1]))
+
+    def _match(self, message: str) -> tuple[Signature, dict[str, Any]] | None:
         wanted = {i for text, owners in self._exact if text in message for i in owners}
         if self._caseless:
             lowered = message.lower()
