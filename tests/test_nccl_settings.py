@@ -273,3 +273,18 @@ def test_config_file_that_is_a_device_or_fifo_is_not_read(tmp_path):
         files = read_config_files({"NCCL_CONF_FILE": path}, str(tmp_path / "none"))
         assert files[0].error == "not a regular file"
         assert check_config_files(files, {"NCCL_CONF_FILE": path}).status == Status.WARN
+
+
+def test_setting_checks_say_which_list_of_names_they_used():
+    """details.names_from: the loaded library's names or the shipped table, per check."""
+    from ncclcheck.ncclib.library_names import SHIPPED, NameSource
+    from ncclcheck.probes.nccl import verdict_result
+    library = NameSource(frozenset({"NCCL_RUN_DIAGNOSTICS"}), "/opt/nccl/libnccl.so.2", "2.32.3")
+    known = verdict_result(verdict("NCCL_RUN_DIAGNOSTICS", "1", LintFacts(names=library)))
+    assert known.id == "nccl.setting.NCCL_RUN_DIAGNOSTICS" and known.status == Status.PASS
+    assert known.details["names_from"] == "names read from /opt/nccl/libnccl.so.2 (NCCL 2.32.3)"
+    unknown = verdict_result(verdict("NCCL_NOT_A_THING", "1", LintFacts(names=SHIPPED)))
+    assert unknown.status == Status.WARN and unknown.details["names_from"] == SHIPPED.label
+    assert "shipped table" in unknown.details["names_from"]
+    judged_by_rule = verdict_result(verdict("NCCL_DEBUG", "WARN"))
+    assert "names_from" not in judged_by_rule.details

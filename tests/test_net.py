@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from ncclcheck.cli import cli
-from ncclcheck.context import NetOptions, ProbeContext, ProbeOptions
+from ncclcheck.context import ProbeContext
 from ncclcheck.network.interfaces import (Address, Interface, explain_nccl_choice,
                                   predict_gloo_interfaces, predict_nccl_bootstrap)
 from ncclcheck.launchers import read_layout
@@ -309,14 +309,15 @@ def test_tensorpipe_interface():
 
 def test_infiniband_ports_judged_from_sysfs(tmp_path):
     """A fake /sys/class/infiniband (no RDMA hardware here): one port active, one down."""
+    from ncclcheck.network.interfaces import list_ib_ports
     from ncclcheck.probes.net import check_infiniband
     for dev, state in (("mlx5_0", "4: ACTIVE"), ("mlx5_1", "1: DOWN")):
         port = tmp_path / dev / "ports" / "1"
         port.mkdir(parents=True)
         (port / "state").write_text(state)
         (port / "link_layer").write_text("InfiniBand")
-    result = check_infiniband(ProbeContext(options=ProbeOptions(net=NetOptions(sys_infiniband=str(tmp_path)))))
+    result = check_infiniband(list_ib_ports(tmp_path))
     assert result.status == "warn" and result.category == "infiniband"
     assert "mlx5_1:1 (DOWN)" in result.summary and "NCCL_IB_HCA==mlx5_0:1" in result.fix
-    none = check_infiniband(ProbeContext(options=ProbeOptions(net=NetOptions(sys_infiniband=str(tmp_path / "no")))))
+    none = check_infiniband(list_ib_ports(tmp_path / "no"))
     assert none.status == "skip"

@@ -1,0 +1,143 @@
+"""The net family in cluster mode: every node leader dials the others on NCCL's interface
+(``net.mesh``), and the first leader compares the nodes' interface names and MTUs
+(``net.consistency``).
+
+``run_cluster_mesh`` is the I/O (called by the family's ``gather_facts``); ``mesh_checks``,
+``mesh_result`` and ``consistency`` only judge what it returned.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from ncclcheck.context import ProbeContext
+from ncclcheck.model import Category, CheckResult, errored, failed, passed, skipped, warned
+from ncclcheck.network.interfaces import Interface, SocketChoice, find
+from ncclcheck.registry import CheckSpec
+
+IFACE = Category.INTERFACE
+CLUSTER_ONLY = ("the node-to-node mesh runs in cluster mode only (under a launcher with "
+                "WORLD_SIZE > 1)")
+NO_NCCL_INTERFACE = "no mesh: NCCL has no interface on this node (see net.nccl_interface)"
+
+
+@dataclass
+class MeshRun:
+    """What running the mesh gave: its outcome, why it did not run, or the error it raised."""
+
+    outcome: Any = None  # ncclcheck.network.mesh.MeshOutcome
+    rank: int = 0  # this leader's rank in the cluster session (set with the outcome)
+    not_run: str | None = None
+    address: str | None = None  # the NCCL address the mesh listened on
+    error_type: str | None = None
+    error: str | None = None
+
+
+def run_cluster_mesh(ctx: ProbeContext, bootstrap: SocketChoice | None,
+                     interfaces: Sequence[Interface]) -> MeshRun:
+    """Run the mesh on NCCL's bootstrap address, with what is left of the deadline."""
+    session = ctx.cluster
+    if session is None:
+        return MeshRun(not_run=CLUSTER_ONLY)
+    if bootstrap is None:
+        return MeshRun(not_run=NO_NCCL_INTERFACE)
+    from ncclcheck.network.mesh import FULL_MESH_MAX, run_mesh
+    iface = find(interfaces, bootstrap.name)
+    full_max = int(ctx.options.net.mesh_full_max or FULL_MESH_MAX)
+    budget = max(0.5, ctx.remaining() - 0.5)
+    timeout = ctx.options.net.mesh_connect_timeout
+    try:
+        outcome = run_mesh(session, bootstrap.address, bootstrap.name,
+                           iface.mtu if iface else None, budget, full_max=full_max,
+                           connect_timeout=float(timeout) if timeout else None)
+    except (OSError, RuntimeError, ValueError) as exc:  # the other checks still count
+        return MeshRun(address=bootstrap.address, error_type=type(exc).__name__, error=str(exc))
+    return MeshRun(outcome=outcome, rank=session.rank, address=bootstrap.address)
+
+
+def mesh_checks(run: MeshRun, host: str) -> list[CheckResult]:
+    """net.mesh (and, on the first leader, net.consistency) from one mesh run on ``host``."""
+    if run.not_run is not None:
+        return [skipped("net.mesh", run.not_run)]
+    if run.outcome is None:
+        return [errored("net.mesh", f"the mesh could not run on {host}: "
+                                    f"{run.error_type}: {run.error}",
+                        f"Check that {run.address} can be bound on this node and "
+                        "that the cluster store is still reachable.", Category.CONNECTION,
+                        address=run.address, error=run.error)]
+    return [mesh_result(run.outcome)] + consistency(run.outcome, run.rank)
+
+
+def mesh_result(outcome: Any) -> CheckResult:
+    details = {
+        "address": outcome.me.address, "port": outcome.me.port,
+        "plan": "full mesh" if outcome.full else "ring + random peers",
+        "attempts": [a.to_dict() for a in outcome.attempts],
+        "failures": [a.to_dict() for a in outcome.failures],
+        "accepted_from": sorted(outcome.accepted),
+        "rejected_connections": len(outcome.rejected),
+        "nodes": {str(r): h for r, h in sorted(outcome.leaders.items())},
+        "missing": outcome.missing, "late": outcome.late,
+    }
+    if outcome.failures:
+        kinds = {"refused": "refused", "timeout": "timed out (dropped)",
+                 "unreachable": "no route", "handshake": "wrong answer", "error": "failed"}
+        text = "; ".join(f"-> {a.dst_host} {a.address}:{a.port} {kinds.get(a.kind, a.kind)}"
+                         for a in outcome.failures)
+        first = outcome.failures[0]
+        fix = (f"Allow TCP from {first.src_host} ({outcome.me.address}) to {first.dst_host} "
+               f"({first.address}) on all ports NCCL uses (it picks ephemeral ports): check "
+               "iptables/nftables, security groups and routes on both nodes; or set "
+               "NCCL_SOCKET_IFNAME to an interface on a network all nodes share.")
+        return failed("net.mesh", f"{outcome.me.host} cannot open connections to "
+                                  f"{len(outcome.failures)} node(s): {text}", fix,
+                      Category.CONNECTION, **details)
+    if outcome.missing:
+        return warned("net.mesh", f"node leader rank(s) {outcome.missing} never published a "
+                                  "mesh endpoint: their links were not tested",
+                      "See the cluster.* checks for ranks that did not report; rerun with a "
+                      "larger --timeout.", Category.TIMEOUT, **details)
+    count = len(outcome.attempts)
+    if count == 0 and len(outcome.leaders) <= 1:
+        return passed("net.mesh", f"single node ({outcome.me.host}): no node-to-node links to "
+                                  "test", **details)
+    return passed("net.mesh", f"{outcome.me.host} reached {count} node(s) on their NCCL "
+                              f"interfaces ({details['plan']})", **details)
+
+
+def consistency(outcome: Any, rank: int) -> list[CheckResult]:
+    """Do the nodes agree on NCCL's interface name and MTU? Reported once, by the first leader."""
+    endpoints = outcome.endpoints
+    if not endpoints or rank != min(endpoints):
+        return []
+    names = {r: e.ifname for r, e in endpoints.items()}
+    mtus = {r: e.mtu for r, e in endpoints.items()}
+    details = {"interfaces": {f"{endpoints[r].host} (rank {r})": n for r, n in names.items()},
+               "mtus": {f"{endpoints[r].host} (rank {r})": m for r, m in mtus.items()}}
+    problems = []
+    if len(set(names.values())) > 1:
+        problems.append("NCCL interface names differ: " + ", ".join(
+            f"{endpoints[r].host}={n}" for r, n in sorted(names.items())))
+    if len(set(m for m in mtus.values() if m)) > 1:
+        problems.append("MTUs differ: " + ", ".join(
+            f"{endpoints[r].host}={m}" for r, m in sorted(mtus.items())))
+    if problems:
+        return [warned("net.consistency", "; ".join(problems),
+                       "Give every node the same NCCL_SOCKET_IFNAME (exact: =name) and the same "
+                       "MTU on that network (`ip link set <if> mtu <n>`, switch config).",
+                       IFACE, **details)]
+    only = next(iter(names.values()))
+    return [passed("net.consistency", f"all {len(endpoints)} nodes use {only} with MTU "
+                                      f"{next(iter(mtus.values()))}", **details)]
+
+
+CHECKS: tuple[CheckSpec, ...] = (
+    CheckSpec("net.mesh", "Every node reaches every other on NCCL's interface",
+              (Category.CONNECTION, Category.TIMEOUT),
+              fails_when="a node cannot open a TCP connection to another node's NCCL address",
+              warns_when="a node leader never published its endpoint",
+              doc="Cluster mode only; errors when the mesh itself cannot run."),
+    CheckSpec("net.consistency", "Nodes agree on NCCL's interface name and MTU", (IFACE,),
+              warns_when="the nodes' NCCL interface names or MTUs differ"),
+)
