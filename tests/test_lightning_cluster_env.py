@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from ncclcheck.cli import main
-from ncclcheck.lightning.custom import judge, run_slot
+from ncclcheck.lightning.custom import run_slot
+from ncclcheck.lightning.custom_findings import judge
 from ncclcheck.lightning.installed import load_lightning
 from ncclcheck.lightning.launch_styles import TORCHRUN, grid
 
