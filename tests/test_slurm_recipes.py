@@ -51,20 +51,35 @@ def tools(tmp_path: Path) -> str:
     return f"{folder}:{os.environ['PATH']}"
 
 
-def sbatch(slurm, tmp_path: Path, script: str, **env: str):
+def with_status_file(script: str, status: Path) -> str:
+    """The script with an EXIT trap (after its #SBATCH lines) that records its exit status:
+    ``sbatch --wait`` loses it when a loaded host polls after Slurm forgot the job."""
+    lines = script.splitlines()
+    first_command = next(i for i, line in enumerate(lines) if line and not line.startswith("#"))
+    lines.insert(first_command, f"trap 'echo $? > {shlex.quote(str(status))}' EXIT")
+    return "\n".join(lines) + "\n"
+
+
+def sbatch(slurm, tmp_path: Path, script: str, **env: str) -> tuple[int, str, str]:
+    """Run the script with sbatch --wait: its exit status, stdout and stderr."""
+    status = tmp_path / "job.status"
     path = tmp_path / "job.sh"
-    path.write_text(script if script.startswith("#!") else f"#!/bin/bash\n{script}")
+    path.write_text(with_status_file(script, status))
     out = tmp_path / "job.out"
     done = slurm.run(["sbatch", "--wait", "-o", str(out), "-e", str(tmp_path / "job.err"),
                       str(path)], timeout=240, cwd=tmp_path, env={"PATH": tools(tmp_path), **env})
-    return done, out.read_text(), (tmp_path / "job.err").read_text()
+    assert status.exists(), (done.stdout, done.stderr)
+    code = int(status.read_text())
+    if "no longer found" not in done.stderr:
+        assert done.returncode == code, done.stderr
+    return code, out.read_text(), (tmp_path / "job.err").read_text()
 
 
 def test_batch_recipe_checks_the_job_then_trains(slurm_cluster, tmp_path):
     script = scaled(recipe("slurm-batch"))
     assert "MASTER_ADDR" not in script and "MASTER_PORT" not in script  # srun alone is enough
-    done, out, err = sbatch(slurm_cluster, tmp_path, script)
-    assert done.returncode == 0, (done.stderr, out, err)
+    code, out, err = sbatch(slurm_cluster, tmp_path, script)
+    assert code == 0, (out, err)
     assert "launcher slurm" in out and f"all {TASKS} ranks reported to rank 0" in out, out
     assert sorted(line for line in out.splitlines() if line.startswith("TRAINING")) == [
         f"TRAINING {rank}" for rank in range(TASKS)]
@@ -78,8 +93,8 @@ def test_prolog_recipe_trains_only_when_the_job_passes(slurm_cluster, tmp_path, 
     # the recipe is the training step's line; the job around it asks for the tasks
     script = f"#!/bin/bash\n#SBATCH --nodes=1\n#SBATCH --ntasks-per-node={TASKS}\n" + scaled(
         recipe("slurm-prolog"))
-    done, out, err = sbatch(slurm_cluster, tmp_path, script, **env)
-    assert done.returncode == (1 if bad else 0), (done.stderr, out, err)
+    code, out, err = sbatch(slurm_cluster, tmp_path, script, **env)
+    assert code == (1 if bad else 0), (out, err)
     trained = [line for line in out.splitlines() if line.startswith("TRAINING")]
     assert len(trained) == (0 if bad else TASKS), out
     if bad:
@@ -94,8 +109,8 @@ def test_health_recipe_drains_the_bad_node_and_writes_metrics(slurm_cluster, tmp
     script = script.replace("--on-fail drain", "--on-fail drain --format json")
     host = slurm_cluster.hostname
     try:
-        done, out, err = sbatch(slurm_cluster, tmp_path, script, NCCL_SOCKET_IFNAME="eth9")
-        assert done.returncode == 1, (done.stderr, out, err)
+        code, out, err = sbatch(slurm_cluster, tmp_path, script, NCCL_SOCKET_IFNAME="eth9")
+        assert code == 1, (out, err)
         drain = json.loads(out)["context"]["drain"]
         assert [(a["node"], a["drained"]) for a in drain["actions"]] == [(host, True)]
         reason = drain["actions"][0]["reason"]
