@@ -28,6 +28,27 @@ def _remember_store_port(ctx: click.Context, param: click.Parameter, value: int 
     return value
 
 
+def _remember_prom_file(ctx: click.Context, param: click.Parameter, value: str | None):
+    """--prom-file: refuse a path the metrics cannot be written to before any work."""
+    if value is not None:
+        from ncclcheck.report.prometheus import prom_file_problem
+        problem = prom_file_problem(value)
+        if problem:
+            raise click.BadParameter(problem, ctx=ctx, param=param)
+        ctx.meta["ncclcheck.prom_file"] = value
+    return value
+
+
+def _remember_on_fail(ctx: click.Context, param: click.Parameter, value: str | None):
+    """--on-fail drain: Slurm only, refused at once elsewhere (there is no node to drain)."""
+    if value is not None:
+        if not any(name in os.environ for name in ("SLURM_JOB_ID", "SLURM_JOBID")):
+            raise click.BadParameter(f"{value} works only inside a Slurm job (SLURM_JOB_ID is "
+                                     "not set)", ctx=ctx, param=param)
+        ctx.meta["ncclcheck.on_fail"] = value
+    return value
+
+
 def probe_options(func: Callable) -> Callable:
     """Options every probe command takes (see docs/cli.md)."""
     decorators = [
@@ -45,7 +66,16 @@ def probe_options(func: Callable) -> Callable:
         click.option("--store-port", type=click.IntRange(1, 65535), expose_value=False,
                      callback=_remember_store_port,
                      help="Cluster mode: TCP port of rank 0's report store (default MASTER_PORT; "
-                          "MASTER_PORT+1 under torchrun)."),
+                          "MASTER_PORT+1 under torchrun; under srun 15000 + the job id's last "
+                          "four digits)."),
+        click.option("--prom-file", type=click.Path(dir_okay=False), expose_value=False,
+                     callback=_remember_prom_file, metavar="PATH",
+                     help="Also write the report as Prometheus text (node_exporter textfile "
+                          "collector), atomically."),
+        click.option("--on-fail", type=click.Choice(("drain",)), expose_value=False,
+                     callback=_remember_on_fail,
+                     help="Slurm only: drain the node(s) the failing checks are about, with the "
+                          "check id and summary as the reason (scontrol update)."),
     ]
     for decorator in reversed(decorators):
         func = decorator(func)
@@ -59,8 +89,10 @@ def _run(families: list[str], fmt: str, junit: str | None, timeout: float, stric
     from ncclcheck.context import ProbeOptions
     from ncclcheck.runner import Output, Request, check, finish
     request = Request(tuple(families), options or ProbeOptions(), nodes, gpus_per_node, timeout)
-    store_port = click.get_current_context().meta.get("ncclcheck.store_port")
-    outcome = check(request, output=Output(fmt, junit, strict), store_port=store_port)
+    meta = click.get_current_context().meta
+    output = Output(fmt, junit, strict, prom_file=meta.get("ncclcheck.prom_file"),
+                    on_fail=meta.get("ncclcheck.on_fail"))
+    outcome = check(request, output=output, store_port=meta.get("ncclcheck.store_port"))
     sys.exit(finish(outcome))
 
 

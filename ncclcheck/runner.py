@@ -16,18 +16,24 @@ from importlib import metadata
 from typing import Any, Iterable, Mapping
 
 from ncclcheck.context import ProbeContext, ProbeOptions
-from ncclcheck.model import BenchSection, CheckResult, Report
+from ncclcheck.model import BenchSection, CheckResult, Report, Status
 from ncclcheck.report import render, render_junit
+
+
+ON_FAIL_ACTIONS = ("drain",)
 
 
 @dataclass(frozen=True)
 class Output:
-    """Where and how the report goes: stdout in ``fmt``, JUnit to ``junit``; ``strict`` makes a
-    warning fail the exit code."""
+    """Where and how the report goes: stdout in ``fmt``, JUnit to ``junit``, Prometheus text to
+    ``prom_file``; ``strict`` makes a warning fail the exit code; ``on_fail="drain"`` drains
+    the Slurm nodes the failing checks are about before the report goes out."""
 
     fmt: str | None = None  # None: the report is only returned, never printed
     junit: str | None = None
     strict: bool = False
+    prom_file: str | None = None
+    on_fail: str | None = None  # None or "drain"
 
 
 @dataclass
@@ -88,10 +94,28 @@ def write_junit(report: Report, path: str) -> None:
         handle.write(render_junit(report))
 
 
+def act_on_failure(report: Report, output: Output) -> None:
+    """``--on-fail drain``: drain the nodes the failing checks name, record what was done in
+    ``context.drain`` and say it on stderr. Nothing happens when nothing failed."""
+    if output.on_fail != "drain":
+        return
+    from ncclcheck.cluster.drain import DrainResult, describe, drain_for_report
+    failing = any(c.status is Status.FAIL for c in report.checks)
+    result = drain_for_report(report, os.environ) if failing else DrainResult()
+    report.context["drain"] = result.to_dict()
+    sys.stderr.write(describe(result) + "\n")
+    sys.stderr.flush()
+
+
 def publish(report: Report, output: Output) -> int:
-    """Write the JUnit file and print the report, as asked, and return the exit code."""
+    """Act on failure, write the JUnit and Prometheus files and print the report, as asked,
+    and return the exit code."""
+    act_on_failure(report, output)
     if output.junit:
         write_junit(report, output.junit)
+    if output.prom_file:
+        from ncclcheck.report.prometheus import write_prom_file
+        write_prom_file(report, output.prom_file)
     if output.fmt is not None:
         sys.stdout.write(render(report, output.fmt) + "\n")
         sys.stdout.flush()

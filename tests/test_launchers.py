@@ -203,3 +203,49 @@ def test_launch_advice_comes_from_the_launcher():
     pod = layout_of({"PET_NNODES": "2", "PET_NPROC_PER_NODE": "4", "RANK": "0"})
     assert pod.advice is not None and pod.advice.fails and "torchrun" in pod.advice.fix
     assert layout_of({"PET_NNODES": "2", "PET_NPROC_PER_NODE": "1", "RANK": "0"}).advice is None
+
+
+# -- srun without MASTER_*: rank 0's host and the store port, derived as Lightning does -------
+SRUN = {"SLURM_JOB_ID": "123456", "SLURM_STEP_ID": "0", "SLURM_PROCID": "3", "SLURM_NTASKS": "4",
+        "SLURM_LOCALID": "1", "SLURM_NODEID": "1", "SLURM_NNODES": "2", "PATH": ""}
+
+
+def test_srun_derives_rank0_host_from_the_nodelist_and_the_port_from_the_job_id():
+    layout = layout_of({**SRUN, "SLURM_NODELIST": "gpu[07-09,11]"})
+    assert (layout.master_addr, layout.master_port) == ("gpu07", 18456)
+    assert layout.default_store_port() == 18456
+    assert layout.sources["master_addr"] == "SLURM_NODELIST (first host, expanded by parser)"
+    assert layout.sources["master_port"].startswith("SLURM_JOB_ID (15000 + last four digits")
+
+
+@pytest.mark.parametrize(("job_id", "port"), [("7", 15007), ("9999", 24999), ("40000", 15000),
+                                               ("123456", 18456)])
+def test_store_port_is_lightnings_formula(job_id, port):
+    assert layout_of({**SRUN, "SLURM_JOB_ID": job_id, "SLURM_NODELIST": "a"}).master_port == port
+
+
+def test_the_steps_nodelist_comes_before_the_allocations():
+    env = {**SRUN, "SLURM_NODELIST": "n[1-4]", "SLURM_JOB_NODELIST": "n[1-4]",
+           "SLURM_STEP_NODELIST": "n3,n4"}
+    layout = layout_of(env)
+    assert layout.master_addr == "n3"
+    assert layout.sources["master_addr"].startswith("SLURM_STEP_NODELIST")
+
+
+def test_exported_master_values_win_over_the_derived_ones():
+    layout = layout_of({**SRUN, "SLURM_NODELIST": "gpu[1-2]", "MASTER_ADDR": "head",
+                        "MASTER_PORT": "29500"})
+    assert (layout.master_addr, layout.master_port) == ("head", 29500)
+    assert layout.sources["master_addr"] == "MASTER_ADDR"
+    assert layout.sources["master_port"] == "MASTER_PORT"
+
+
+def test_a_malformed_master_port_is_not_papered_over_and_a_bad_nodelist_is_noted():
+    layout = layout_of({**SRUN, "SLURM_NODELIST": "gpu[1-", "MASTER_PORT": "http"})
+    assert (layout.master_addr, layout.master_port) == (None, None)
+    assert any(p.name == "MASTER_PORT" for p in layout.problems)
+    assert any("not a hostlist" in note for note in layout.notes)
+
+
+def test_a_non_numeric_job_id_derives_no_port():
+    assert layout_of({**SRUN, "SLURM_JOB_ID": "abc", "SLURM_NODELIST": "a"}).master_port is None

@@ -207,3 +207,15 @@ def test_local_rank_99_with_four_gpus_per_node():
 def test_malformed_master_port_category_is_configuration():
     results = run({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "a", "MASTER_PORT": "http"})
     assert results["ranks.env"].category is Category.CONFIGURATION
+
+
+def test_master_derived_under_srun_warns_and_says_where_it_came_from():
+    env = {"SLURM_JOB_ID": "4242", "SLURM_STEP_ID": "0", "SLURM_PROCID": "0", "SLURM_NTASKS": "2",
+           "SLURM_NODELIST": "node[3-4]", "PATH": ""}
+    master = run(env)["ranks.master"]
+    assert master.status is Status.WARN
+    assert "node3:19242 derived from SLURM_NODELIST" in master.summary
+    assert master.details["sources"]["master_port"].startswith("SLURM_JOB_ID")
+    assert "MASTER_ADDR=node3" in master.fix
+    exported = run({**env, "MASTER_ADDR": "node3", "MASTER_PORT": "29500"})["ranks.master"]
+    assert exported.status is Status.PASS

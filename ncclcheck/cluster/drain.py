@@ -186,3 +186,32 @@ def drain_failing_nodes(*, checks: Iterable[CheckResult],
     result = drain_nodes(plans, timeout=timeout, env=env)
     result.unplaced_checks = unplaced
     return result
+
+
+def rank_hosts_of(report_context: Mapping[str, Any]) -> dict[int, str]:
+    """rank -> host from a job report's ``context.cluster.ranks_by_host`` (empty outside
+    cluster mode, where every result carries this host)."""
+    by_host = (report_context.get("cluster") or {}).get("ranks_by_host") or {}
+    return {rank: host for host, ranks in by_host.items() for rank in ranks
+            if isinstance(rank, int)}
+
+
+def drain_for_report(report: Any, env: Mapping[str, str], timeout: float = 10.0) -> DrainResult:
+    """``--on-fail drain`` for a finished report: the nodes its failing checks name, with this
+    host mapped to its Slurm node name (SLURMD_NODENAME) where the two differ."""
+    host = str(report.context.get("host") or "")
+    node = env.get("SLURMD_NODENAME")
+    node_names = {host: node} if host and node else {}
+    return drain_failing_nodes(checks=report.checks, rank_hosts=rank_hosts_of(report.context),
+                               node_names=node_names, timeout=timeout, env=env)
+
+
+def describe(result: DrainResult) -> str:
+    """One stderr line saying what ``--on-fail drain`` did."""
+    parts = [f"drained {a.node} ({a.reason})" if a.drained
+             else f"could not drain {a.node}: {a.message}" for a in result.actions]
+    if result.unplaced_checks:
+        parts.append(f"no node named by {', '.join(result.unplaced_checks)}")
+    if not result.actions and not result.unplaced_checks:
+        parts.append("no failing check: nothing drained")
+    return "ncclcheck: --on-fail drain: " + "; ".join(parts)

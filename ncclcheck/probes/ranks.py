@@ -291,15 +291,25 @@ def check_agreement(layout: Layout) -> CheckResult:
 
 def check_master(layout: Layout, expected: Expected) -> CheckResult:
     addr, port = layout.master_addr, layout.master_port
-    details = {"master_addr": addr, "master_port": port, "required": layout.master_required}
+    details = {"master_addr": addr, "master_port": port, "required": layout.master_required,
+               "sources": {k: v for k, v in layout.sources.items() if k.startswith("master_")}}
     if any(p.name.startswith("MASTER_") for p in layout.problems):
         bad = [p.describe() for p in layout.problems if p.name.startswith("MASTER_")]
         return failed("ranks.master", "unusable rendezvous address: " + "; ".join(bad),
                       "Set MASTER_ADDR to the rank-0 host and MASTER_PORT to a free port in "
                       "1024..65535, identical on every node.", Category.CONFIGURATION, **details)
     missing = [n for n, v in (("MASTER_ADDR", addr), ("MASTER_PORT", port)) if v is None]
-    if not missing:
+    derived = [n for n, v in (("MASTER_ADDR", addr), ("MASTER_PORT", port))
+               if v is not None and layout.sources.get(n.lower(), n) != n]
+    if not missing and not derived:
         return passed("ranks.master", f"rendezvous at {addr}:{port}", **details)
+    if not missing:
+        return warned("ranks.master", f"{' and '.join(derived)} not set: {addr}:{port} derived "
+                      f"from {', '.join(layout.sources[n.lower()] for n in derived)}, as "
+                      "ncclcheck's gather and Lightning do; torch's env:// rendezvous needs "
+                      "them exported", f"Export MASTER_ADDR={addr} and MASTER_PORT={port} on "
+                      "every task when the training uses torch's env:// rendezvous.",
+                      Category.CONFIGURATION, **details)
     if layout.single_process or (layout.world_size == 1 and not layout.master_required):
         return passed("ranks.master", "single process: no rendezvous address needed", **details)
     summary = f"{' and '.join(missing)} not set"
@@ -368,7 +378,9 @@ def _declarations():
                   fails_when="MASTER_ADDR / MASTER_PORT missing where the launcher must set them "
                              "(torchrun, Kubeflow, the plain environment), or MASTER_PORT outside "
                              "1..65535",
-                  warns_when="they are missing under Slurm / MPI / LSF, which do not set them"),
+                  warns_when="they are missing under Slurm / MPI / LSF, which do not set them "
+                             "(under srun ncclcheck derives them from SLURM_NODELIST and "
+                             "SLURM_JOB_ID as Lightning does; details.sources says so)"),
     )
     return own
 
