@@ -1,0 +1,141 @@
+"""Issue 15: what a careless user types must end in a clear exit 2 or a true report."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+
+from ncclcheck.cli_params import FiniteSeconds, unwritable_reason, writable_path
+from test_cli import assert_one_line_error, cli
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("value", ["inf", "-inf", "1e308", "nan", "-1", "0", "1e6x", "604801"])
+def test_timeout_out_of_range_is_exit_2_naming_the_range(value):
+    proc = cli("ranks", f"--timeout={value}")
+    assert_one_line_error(proc)
+    assert "--timeout" in proc.stderr and "0.1 to 604800" in proc.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ("bench", "--factor", "nan"), ("bench", "--factor", "inf"), ("bench", "--min-busbw", "nan"),
+    ("net", "--mesh-connect-timeout", "nan"), ("bench", "--nproc", "100000"),
+])
+def test_other_numbers_refuse_nan_inf_and_absurd_values(args):
+    assert_one_line_error(cli(*args))
+
+
+def test_finite_seconds_accepts_the_edges():
+    seconds = FiniteSeconds(0.1)
+    assert seconds.convert("0.1", None, None) == 0.1
+    assert seconds.convert("604800", None, None) == 604800.0
+    with pytest.raises(click.BadParameter):
+        seconds.convert("nan", None, None)
+
+
+@pytest.mark.parametrize("args, words", [
+    (("run", "--skip", "ranks,net,nccl,bench"), "no probe family left"),
+    (("run", "--checks", "bench", "--no-bench"), "no probe family left"),
+    (("run", "--checks", ",,"), "names no probe family"),
+    (("run", "--checks=",), "names no probe family"),
+    (("run", "--skip", " , "), "names no probe family"),
+])
+def test_a_run_that_would_check_nothing_is_exit_2(args, words):
+    proc = cli(*args, "--format", "json")
+    assert_one_line_error(proc)
+    assert words in proc.stderr
+
+
+def test_unwritable_reason_tries_a_real_write(tmp_path):
+    existing = tmp_path / "kept.xml"
+    existing.write_text("keep me")
+    assert unwritable_reason(str(existing)) is None
+    assert existing.read_text() == "keep me"  # probing left the content alone
+    fresh = tmp_path / "new.xml"
+    assert unwritable_reason(str(fresh)) is None and not fresh.exists()
+    assert "does not exist" in unwritable_reason(str(tmp_path / "no" / "x.xml"))
+    assert "directory" in unwritable_reason(str(tmp_path))
+    assert unwritable_reason("/proc/version")  # root passes os.access, the write still fails
+    assert unwritable_reason("")
+    with pytest.raises(click.BadParameter):
+        writable_path.convert(str(tmp_path / "no" / "x.xml"), None, None)
+
+
+@pytest.mark.parametrize("args", [
+    ("ranks", "--junit", "/nonexistent-dir/j.xml"),
+    ("ranks", "--junit", "/proc/version"),
+    ("net", "--junit", "/"),
+    ("bench", "--plot", "/nonexistent-dir/curve.png"),
+    ("run", "--junit", "/proc/self/nope/j.xml"),
+])
+def test_unwritable_output_path_fails_before_any_work(args):
+    proc = cli(*args, timeout=20)
+    assert_one_line_error(proc)
+    assert "cannot write" in proc.stderr
+    assert "sizes done" not in proc.stderr  # the sweep never started
+
+
+def test_successful_plot_says_where_it_wrote(tmp_path):
+    pytest.importorskip("matplotlib")
+    curve = tmp_path / "curve.png"
+    proc = cli("bench", "--max-bytes", "4K", "--iters", "1", "--warmup", "0", "--plot",
+               str(curve), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    checks = {c["id"]: c for c in json.loads(proc.stdout)["checks"]}
+    assert str(curve) in checks["bench.plot"]["summary"] and curve.stat().st_size > 0
+
+
+def _fake_clone_parent(tmp_path: Path) -> Path:
+    """A folder holding a directory named like the package, as ~ holds ~/ncclcheck."""
+    clone = tmp_path / "ncclcheck"
+    clone.mkdir()
+    (clone / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text())
+    return tmp_path
+
+
+def test_python_m_from_the_folder_holding_the_clone(tmp_path):
+    """Under the editable install the suite runs in, cwd's ncclcheck/ (no __init__.py) is a
+    namespace package found before the editable finder."""
+    proc = subprocess.run([sys.executable, "-m", "ncclcheck", "--version"], capture_output=True,
+                          text=True, cwd=_fake_clone_parent(tmp_path), timeout=60)
+    assert proc.returncode == 0 and "0.1.0" in proc.stdout, proc.stderr
+    probe = subprocess.run([sys.executable, "-m", "ncclcheck", "checks", "ranks.rank"],
+                           capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert probe.returncode == 0, probe.stderr
+
+
+def _site_dirs() -> list[str]:
+    return [p for p in sys.path if p.endswith("site-packages") and os.path.isdir(p)]
+
+
+@pytest.mark.slow
+def test_python_m_with_a_real_editable_install(tmp_path):
+    """`pip install -e` of a copy of the clone into a fresh venv, then `python -m ncclcheck`
+    from the folder that holds that copy (its dependencies come from this interpreter)."""
+    home = tmp_path / "home"
+    clone = home / "ncclcheck"
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT,
+                           capture_output=True, text=True, check=True).stdout.split()
+    for name in files:
+        if (ROOT / name).is_file():
+            (clone / name).parent.mkdir(parents=True, exist_ok=True)
+            (clone / name).write_bytes((ROOT / name).read_bytes())
+    venv = tmp_path / "venv"
+    base = getattr(sys, "_base_executable", sys.executable)
+    subprocess.run([base, "-m", "venv", str(venv)], check=True, timeout=120)
+    install = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--no-deps", "-e",
+                              str(clone)], capture_output=True, text=True, timeout=300)
+    if install.returncode != 0:
+        pytest.skip(f"pip install -e could not run here: {install.stderr[-300:]}")
+    site = next((venv / "lib").glob("python*/site-packages"))
+    (site / "zz_deps.pth").write_text("\n".join(_site_dirs()) + "\n")
+    proc = subprocess.run([str(venv / "bin" / "python"), "-m", "ncclcheck", "--version"],
+                          capture_output=True, text=True, cwd=home, timeout=60)
+    assert proc.returncode == 0 and "0.1.0" in proc.stdout, proc.stderr
