@@ -139,3 +139,27 @@ def test_python_m_with_a_real_editable_install(tmp_path):
     proc = subprocess.run([str(venv / "bin" / "python"), "-m", "ncclcheck", "--version"],
                           capture_output=True, text=True, cwd=home, timeout=60)
     assert proc.returncode == 0 and "0.1.0" in proc.stdout, proc.stderr
+
+
+@pytest.mark.parametrize("port", ["99999", "0", "-1", "http"])
+def test_net_alone_judges_a_bad_master_port(port):
+    proc = cli("net", "--format", "json", "--timeout", "20", env={"MASTER_PORT": port})
+    assert proc.returncode == 1, proc.stderr
+    checks = {c["id"]: c for c in json.loads(proc.stdout)["checks"]}
+    verdict = checks["net.master_port"]
+    assert verdict["status"] == "fail" and "MASTER_PORT" in verdict["fix"]
+    assert "see ranks" not in verdict["summary"]
+
+
+@pytest.mark.parametrize("value, word", [("", "is empty"), ("e", "is one character")])
+def test_short_socket_ifname_wording_and_fix_agree_with_net(value, word):
+    proc = cli("run", "--checks", "net,nccl", "--format", "json", "--timeout", "30",
+               env={"NCCL_SOCKET_IFNAME": value})
+    assert proc.returncode in (0, 1), proc.stderr
+    checks = {c["id"]: c for c in json.loads(proc.stdout)["checks"]}
+    setting = checks["nccl.setting.NCCL_SOCKET_IFNAME"]
+    assert word in setting["summary"]
+    predicted = checks["net.nccl_interface"]["details"]["nccl_interfaces"]
+    if predicted:
+        assert f"NCCL_SOCKET_IFNAME={predicted[0]}." in setting["fix"]
+        assert f"(here: {predicted[0]})" in setting["summary"]
