@@ -163,3 +163,29 @@ def test_short_socket_ifname_wording_and_fix_agree_with_net(value, word):
     if predicted:
         assert f"NCCL_SOCKET_IFNAME={predicted[0]}." in setting["fix"]
         assert f"(here: {predicted[0]})" in setting["summary"]
+
+
+def _imported(args: list[str], env: dict[str, str]) -> list[str]:
+    base = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "ncclcheck", *args],
+                          capture_output=True, text=True, timeout=60, env={**base, **env})
+    assert proc.returncode in (0, 1), proc.stderr[-500:]
+    return [line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()
+            if line.startswith("import time:")]
+
+
+@pytest.mark.parametrize("env", [{}, {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0"}])
+def test_ranks_leaves_torch_alone_without_an_nvidia_driver(env):
+    from ncclcheck.gpus import nvidia_driver_loaded
+    if nvidia_driver_loaded():
+        pytest.skip("an NVIDIA driver is loaded: the GPU count rightly comes from torch")
+    imported = _imported(["ranks", "--format", "json"], env)
+    assert "click" in imported
+    assert "torch" not in imported
+
+
+def test_a_one_second_run_finishes_every_family():
+    proc = cli("run", "--no-bench", "--timeout", "1", "--format", "json")
+    assert proc.returncode in (0, 1), proc.stderr
+    errors = [c for c in json.loads(proc.stdout)["checks"] if c["status"] == "error"]
+    assert not errors, errors
