@@ -189,3 +189,27 @@ def test_a_one_second_run_finishes_every_family():
     assert proc.returncode in (0, 1), proc.stderr
     errors = [c for c in json.loads(proc.stdout)["checks"] if c["status"] == "error"]
     assert not errors, errors
+
+
+def _hung(backend: str, ranks: list[int]):
+    from ncclcheck.bench.analysis import SweepResult, allreduce_check
+    result = SweepResult(backend, 3, "float32", 20, 5, [1024, 4096], 10.0,
+                         torn_down=ranks, progress={r: 2 for r in ranks})
+    result.outcomes = {}
+    return allreduce_check(result, [])
+
+
+def test_several_hung_ranks_agree_in_number():
+    check = _hung("gloo", [0, 1])
+    assert "ranks 0, 1 stopped answering and were torn down" in check.summary
+    assert "Find what ranks 0, 1 were doing" in check.fix
+    single = _hung("gloo", [1])
+    assert "rank 1 stopped answering and was torn down" in single.summary
+    assert "Find what rank 1 was doing" in single.fix
+
+
+def test_a_gloo_run_is_not_sent_to_nvidia_smi():
+    assert "nvidia-smi" not in _hung("gloo", [1]).fix
+    assert "GPU" not in _hung("gloo", [0, 1]).fix
+    assert "their GPUs in nvidia-smi" in _hung("nccl", [0, 1]).fix
+    assert "its GPU in nvidia-smi" in _hung("nccl", [1]).fix
