@@ -10,6 +10,7 @@ from functools import lru_cache
 from typing import Any, Callable, Iterable
 
 from ncclcheck.explain.catalogue import Signature, all_signatures
+from ncclcheck.explain.excerpt import excerpt
 from ncclcheck.explain.findings import Finding, Findings, Hit
 from ncclcheck.explain.lines import LineInfo, parse_line, stamp_in
 from ncclcheck.explain.reader import InputError, Source, sources
@@ -142,7 +143,7 @@ def _scan_one(name: str, candidates: Iterable[Candidate], matcher: Matcher,
             continue
         sig, facts = matched
         _add_context(sig, facts, info, cand)
-        hits.add(Hit(sig, facts, name, physical(cand.number), cand.text.strip()[:2000],
+        hits.add(Hit(sig, facts, name, physical(cand.number), excerpt(cand.text, sig),
                      _rank(info, facts, file_rank), _host(info, facts), info.time, hits.hits))
 
 
