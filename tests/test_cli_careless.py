@@ -213,3 +213,15 @@ def test_a_gloo_run_is_not_sent_to_nvidia_smi():
     assert "GPU" not in _hung("gloo", [0, 1]).fix
     assert "their GPUs in nvidia-smi" in _hung("nccl", [0, 1]).fix
     assert "its GPU in nvidia-smi" in _hung("nccl", [1]).fix
+
+
+def test_wrong_values_on_gloo_are_not_sent_to_gpu_tools():
+    from ncclcheck.bench.analysis import SweepResult, allreduce_check, job_rows
+    row = {"bytes": 1024, "count": 256, "time_s": 1e-3, "lag_s": 1e-6, "wrong": 1,
+           "input_wrong": 0}
+    for backend, tool in (("gloo", "memtester"), ("nccl", "nvidia-smi")):
+        result = SweepResult(backend, 2, "float32", 20, 5, [1024], 10.0)
+        result.outcomes = {r: {"rank": r, "host": "h", "rows": [row], "error": None}
+                           for r in range(2)}
+        check = allreduce_check(result, job_rows(result))
+        assert check.status.value == "fail" and tool in check.fix, check.fix

@@ -202,9 +202,10 @@ def _wrong_values_check(result: SweepResult, rows: list[SizeRow],
     return failed("bench.allreduce",
                   f"all-reduce returned {wrong} wrong values at {sizes} of {len(rows)} sizes"
                   f"{source}",
-                  f"Take {_ranks(target, result.hosts)} out of the job and test its GPU "
-                  "memory and links (nvidia-smi -q -d ECC; dcgmi diag -r 3); a corrupting "
-                  "node must not train." + _fault_note(result),
+                  f"Take {_ranks(target, result.hosts)} out of the job and test "
+                  + ("its GPU memory and links (nvidia-smi -q -d ECC; dcgmi diag -r 3)"
+                     if result.backend == "nccl" else "its memory (memtester) and network")
+                  + "; a corrupting node must not train." + _fault_note(result),
                   Category.OTHER, ranks=target, **details)
 
 
@@ -221,15 +222,15 @@ def _hung_check(result: SweepResult, hung: list[int], waited: list[int], at: str
     others = f"; {_ranks(waited, result.hosts)} waited for {them} in vain" if waited else ""
     torn = (f" and {_agree(hung, 'was', 'were')} torn down"
             if set(hung) <= set(result.torn_down) else "")
-    device = (f", {_agree(hung, 'its GPU', 'their GPUs')} in nvidia-smi"
-              if result.backend == "nccl" else "")
+    on_gpu = result.backend == "nccl"
+    device = f", {_agree(hung, 'its GPU', 'their GPUs')} in nvidia-smi" if on_gpu else ""
+    debug = "NCCL_DEBUG=INFO" if on_gpu else "TORCH_DISTRIBUTED_DEBUG=DETAIL"
     return failed("bench.allreduce",
                   f"all-reduce{at} did not complete within {result.collective_timeout:.0f} s: "
                   f"{_ranks(hung)} stopped answering{torn}{others}",
                   f"Find what {_ranks(hung)} {_agree(hung, 'was', 'were')} doing (py-spy dump "
                   f"--pid PID{device}, {_agree(hung, 'its network', 'their network')} with "
-                  "`ncclcheck net`); re-run with "
-                  f"{'NCCL_DEBUG=INFO' if result.backend == 'nccl' else 'TORCH_DISTRIBUTED_DEBUG=DETAIL'}. "
+                  f"`ncclcheck net`); re-run with {debug}. "
                   "If the sizes are simply too big for the link, raise --timeout."
                   + _fault_note(result), Category.TIMEOUT, ranks=hung, **details)
 
