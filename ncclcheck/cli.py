@@ -10,6 +10,7 @@ import click
 
 from ncclcheck import __version__
 from ncclcheck.bench.cli_options import bench_options
+from ncclcheck.cli_params import FiniteSeconds, writable_path
 
 if TYPE_CHECKING:
     from ncclcheck.context import ProbeOptions
@@ -54,9 +55,9 @@ def probe_options(func: Callable) -> Callable:
     decorators = [
         click.option("--format", "fmt", type=click.Choice(FORMATS), default="table",
                      show_default=True, help="Output format; json prints exactly one document."),
-        click.option("--junit", "junit", type=click.Path(dir_okay=False, writable=True),
+        click.option("--junit", "junit", type=writable_path,
                      help="Also write JUnit XML (one testcase per check) to FILE."),
-        click.option("--timeout", type=click.FloatRange(min=0.1), default=60.0,
+        click.option("--timeout", type=FiniteSeconds(0.1), default=60.0,
                      show_default=True, help="Deadline in seconds for the whole command."),
         click.option("--strict", is_flag=True, help="Warnings count as failures for the exit code."),
         click.option("--nodes", "--num-nodes", "nodes", type=click.IntRange(min=1),
@@ -97,15 +98,32 @@ def _run(families: list[str], fmt: str, junit: str | None, timeout: float, stric
 
 
 def _family_list(value: str | None, option: str) -> list[str]:
+    """The families a --checks/--skip value names; None (not given) is []; a value that names
+    none (``,,``) is a usage error, never "all"."""
     from ncclcheck.probes import FAMILY_NAMES
-    if not value:
+    if value is None:
         return []
     names = [v.strip() for v in value.split(",") if v.strip()]
+    if not names:
+        raise UsageFailure(f"{option} {value!r} names no probe family "
+                           f"(known: {', '.join(FAMILY_NAMES)})")
     unknown = [n for n in names if n not in FAMILY_NAMES]
     if unknown:
         raise UsageFailure(f"{option}: unknown probe family {', '.join(unknown)} "
                            f"(known: {', '.join(FAMILY_NAMES)})")
     return names
+
+
+def chosen_families(checks: str | None, skip: str | None, no_bench: bool) -> list[str]:
+    """The families `run` runs; leaving none to run is a usage error (a CI gate that checks
+    nothing must not pass)."""
+    from ncclcheck.probes import FAMILY_NAMES
+    chosen = _family_list(checks, "--checks") or list(FAMILY_NAMES)
+    skipped = set(_family_list(skip, "--skip")) | ({"bench"} if no_bench else set())
+    families = [f for f in chosen if f not in skipped]
+    if not families:
+        raise UsageFailure(f"no probe family left to run ({', '.join(chosen)} all skipped)")
+    return families
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -130,10 +148,8 @@ def run(fmt, junit, timeout, strict, nodes, gpus_per_node, checks, skip, no_benc
     Example:
       ncclcheck run --nodes 2 --gpus-per-node 4 --format json
     """
-    from ncclcheck.probes import FAMILY_NAMES
-    chosen = _family_list(checks, "--checks") or list(FAMILY_NAMES)
-    skipped = set(_family_list(skip, "--skip")) | ({"bench"} if no_bench else set())
-    _run([f for f in chosen if f not in skipped], fmt, junit, timeout, strict, nodes, gpus_per_node)
+    _run(chosen_families(checks, skip, no_bench), fmt, junit, timeout, strict, nodes,
+         gpus_per_node)
 
 
 @cli.command()
@@ -171,7 +187,7 @@ def ranks(fmt, junit, timeout, strict, nodes, gpus_per_node, lightning, cluster_
 @click.option("--mesh-full-max", "mesh_full_max", type=click.IntRange(min=2), default=32,
               show_default=True, help="Largest node count tested as a full mesh; above it each "
                                       "node dials its ring successor plus 2 random nodes.")
-@click.option("--mesh-connect-timeout", "mesh_connect_timeout", type=click.FloatRange(min=0.1),
+@click.option("--mesh-connect-timeout", "mesh_connect_timeout", type=FiniteSeconds(0.1),
               help="Seconds one mesh connection may take (default: min(5, a share of --timeout)).")
 def net(fmt, junit, timeout, strict, nodes, gpus_per_node, mesh_full_max,
         mesh_connect_timeout) -> None:

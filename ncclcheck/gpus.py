@@ -26,6 +26,14 @@ def parse_visible_devices(value: str) -> list[str] | None:
     return entries
 
 
+def nvidia_driver_loaded() -> bool:
+    """Whether the NVIDIA kernel driver is loaded here (its /proc entry or a device node).
+    Without it no torch build can see a GPU, so the answer needs no torch import."""
+    import glob
+    import os
+    return os.path.exists("/proc/driver/nvidia/version") or bool(glob.glob("/dev/nvidia[0-9]*"))
+
+
 def visible_gpus(env: Mapping[str, str]) -> VisibleGpus:
     """GPUs visible to this process (CUDA_VISIBLE_DEVICES honoured), or count None if unknown."""
     try:

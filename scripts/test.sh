@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
-# Installs everything the test suite needs into .venv, then runs it. Safe on a fresh machine:
-# torch is pinned to the CPU build first so nothing pulls multi-GB CUDA wheels.
+# Installs everything the test suite needs into .venv, then runs it.
+# As root on Debian/Ubuntu it first apt-installs what the real-system tests use: iproute2 and
+# iptables (network namespaces), gcc, openmpi-bin (mpirun) and munge + slurmctld + slurmd +
+# slurm-client (a single-host Slurm that only the tests start).
+# torch==2.13.0 is installed first. It is the CPU build only where a local wheel store or mirror
+# provides it; elsewhere set TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu, or pip
+# resolves the CUDA build and its nvidia-* wheels (several GB).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,6 +27,7 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
 fi
 
 [ -x .venv/bin/python ] || python3 -m venv .venv
-.venv/bin/pip install -q --disable-pip-version-check torch==2.13.0
+.venv/bin/pip install -q --disable-pip-version-check torch==2.13.0 \
+  ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"}
 .venv/bin/pip install -q --disable-pip-version-check -e '.[test,lightning]' nvidia-nccl-cu12
 exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

@@ -226,7 +226,7 @@ def test_stale_docs_are_detected(monkeypatch):
     page = gendocs.DOCS / "net.md"
     real_read = Path.read_text
     monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: (
-        real_read(self, *a, **k).replace("net.mesh", "net.old_mesh") if self == page
+        real_read(self, *a, **k).replace("`net.mesh`", "`net.old_mesh`") if self == page
         else real_read(self, *a, **k)))
     assert page in gendocs.stale()
     assert gendocs.generated()[page] == current[page]

@@ -202,10 +202,37 @@ def _wrong_values_check(result: SweepResult, rows: list[SizeRow],
     return failed("bench.allreduce",
                   f"all-reduce returned {wrong} wrong values at {sizes} of {len(rows)} sizes"
                   f"{source}",
-                  f"Take {_ranks(target, result.hosts)} out of the job and test its GPU "
-                  "memory and links (nvidia-smi -q -d ECC; dcgmi diag -r 3); a corrupting "
-                  "node must not train." + _fault_note(result),
+                  f"Take {_ranks(target, result.hosts)} out of the job and test "
+                  + ("its GPU memory and links (nvidia-smi -q -d ECC; dcgmi diag -r 3)"
+                     if result.backend == "nccl" else "its memory (memtester) and network")
+                  + "; a corrupting node must not train." + _fault_note(result),
                   Category.OTHER, ranks=target, **details)
+
+
+def _agree(ranks: list[int], singular: str, plural: str) -> str:
+    """The verb form that agrees with ``_ranks(ranks)``: one rank "was", several "were"."""
+    return singular if len(ranks) == 1 else plural
+
+
+def _hung_check(result: SweepResult, hung: list[int], waited: list[int], at: str,
+                details: dict[str, Any]) -> CheckResult:
+    """Ranks that stopped answering: where to look depends on what they ran on (a Gloo run on
+    CPU has no GPU to inspect)."""
+    them = _agree(hung, "it", "them")
+    others = f"; {_ranks(waited, result.hosts)} waited for {them} in vain" if waited else ""
+    torn = (f" and {_agree(hung, 'was', 'were')} torn down"
+            if set(hung) <= set(result.torn_down) else "")
+    on_gpu = result.backend == "nccl"
+    device = f", {_agree(hung, 'its GPU', 'their GPUs')} in nvidia-smi" if on_gpu else ""
+    debug = "NCCL_DEBUG=INFO" if on_gpu else "TORCH_DISTRIBUTED_DEBUG=DETAIL"
+    return failed("bench.allreduce",
+                  f"all-reduce{at} did not complete within {result.collective_timeout:.0f} s: "
+                  f"{_ranks(hung)} stopped answering{torn}{others}",
+                  f"Find what {_ranks(hung)} {_agree(hung, 'was', 'were')} doing (py-spy dump "
+                  f"--pid PID{device}, {_agree(hung, 'its network', 'their network')} with "
+                  f"`ncclcheck net`); re-run with {debug}. "
+                  "If the sizes are simply too big for the link, raise --timeout."
+                  + _fault_note(result), Category.TIMEOUT, ranks=hung, **details)
 
 
 def _missing_check(result: SweepResult, errors: dict[int, dict[str, Any]],
@@ -216,7 +243,8 @@ def _missing_check(result: SweepResult, errors: dict[int, dict[str, Any]],
         return failed("bench.allreduce",
                       f"{_ranks(result.not_joined)} never joined the benchmark within "
                       f"{result.collective_timeout:.0f} s, so no all-reduce was run",
-                      f"Find out why {_ranks(result.not_joined)} is missing (the cluster.* checks "
+                      f"Find out why {_ranks(result.not_joined)} "
+                      f"{_agree(sorted(result.not_joined), 'is', 'are')} missing (the cluster.* checks "
                       "say whether it reported at all); a rank stuck in an earlier probe or a dead "
                       "process looks the same from here." + _fault_note(result),
                       Category.TIMEOUT, ranks=sorted(result.not_joined), **details)
@@ -234,15 +262,7 @@ def _missing_check(result: SweepResult, errors: dict[int, dict[str, Any]],
     steps = [result.progress[r] // 2 for r in result.missing if r in result.progress]
     at = f" at {format_size(result.sizes[max(steps)])}" if steps else ""
     if hung:
-        others = f"; {_ranks(waited, result.hosts)} waited for it in vain" if waited else ""
-        torn = " and was torn down" if set(hung) <= set(result.torn_down) else ""
-        return failed("bench.allreduce",
-                      f"all-reduce{at} did not complete within {result.collective_timeout:.0f} s: "
-                      f"{_ranks(hung)} stopped answering{torn}{others}",
-                      f"Find what {_ranks(hung)} was doing (py-spy dump --pid PID, its GPU in "
-                      "nvidia-smi, its network with `ncclcheck net`); re-run with NCCL_DEBUG=INFO. "
-                      "If the sizes are simply too big for the link, raise --timeout."
-                      + _fault_note(result), Category.TIMEOUT, ranks=hung, **details)
+        return _hung_check(result, hung, waited, at, details)
     codes = ", ".join(f"rank {r}: exit status {c}" for r, c in sorted(result.exited.items()))
     return failed("bench.allreduce",
                   f"{_ranks(sorted(result.exited))} died{at} before reporting ({codes})",

@@ -9,6 +9,8 @@ from typing import Any, Callable
 
 import click
 
+from ncclcheck.cli_params import FiniteFloat, writable_path
+
 from .options import BACKENDS, BenchOptions
 from .plot import PLOT_SUFFIXES, plot_missing_reason
 from .sizes import DTYPES, parse_size
@@ -35,13 +37,13 @@ def bench_options(func: Callable) -> Callable:
     decorators = [
         click.option("--backend", type=click.Choice(BACKENDS), default="auto", show_default=True,
                      help="nccl on CUDA GPUs, gloo on CPU; auto picks nccl when GPUs are visible."),
-        click.option("--nproc", type=click.IntRange(min=1), default=2, show_default=True,
+        click.option("--nproc", type=click.IntRange(1, 1024), default=2, show_default=True,
                      help="Standalone Gloo: processes to start (NCCL starts one per local GPU)."),
         click.option("--min-bytes", type=SizeParam(), help="Smallest size (K/M/G suffixes; "
                      "default 1K)."),
         click.option("--max-bytes", type=SizeParam(), help="Largest size (default 1G on NCCL, "
                      "64M on Gloo)."),
-        click.option("--factor", type=click.FloatRange(min=1, min_open=True),
+        click.option("--factor", type=FiniteFloat(min=1, min_open=True),
                      help="Each size is FACTOR times the previous (default 2 on NCCL, 4 on Gloo)."),
         click.option("--iters", type=click.IntRange(min=1), help="Timed iterations per size "
                      "(default 20)."),
@@ -49,9 +51,9 @@ def bench_options(func: Callable) -> Callable:
                      "first (default 5)."),
         click.option("--dtype", type=click.Choice(tuple(DTYPES)), default="float32",
                      show_default=True, help="Element type of the all-reduce."),
-        click.option("--min-busbw", type=click.FloatRange(min=0), metavar="GBPS",
+        click.option("--min-busbw", type=FiniteFloat(min=0), metavar="GBPS",
                      help="Fail when the peak bus bandwidth is below GBPS (GB/s)."),
-        click.option("--plot", type=click.Path(dir_okay=False, writable=True), metavar="FILE",
+        click.option("--plot", type=writable_path, metavar="FILE",
                      help="Draw busbw against size into FILE (.png, .svg or .pdf; needs "
                           "pip install 'ncclcheck[plot]')."),
     ]

@@ -12,15 +12,18 @@ def run_explain(paths: list[str], fmt: str, exit_code: bool, list_catalogue: boo
         from ncclcheck.explain.docs import catalogue_table
         print(catalogue_table())
         return 0
-    from ncclcheck.explain.engine import explain
-    from ncclcheck.explain.reader import InputError
+    from ncclcheck.explain.engine import explain_sources
+    from ncclcheck.explain.reader import InputError, input_notes, screen, sources
     from ncclcheck.explain.render import render
 
     if not paths and sys.stdin.isatty():
         raise usage_error("no log given: pass PATH ... or pipe a log into `ncclcheck explain -`")
     try:
-        result = explain(paths)
+        screened = screen(sources(paths))
+        result = explain_sources(screened.readable)
     except InputError as exc:
         raise usage_error(str(exc)) from None
+    for note in input_notes(paths, screened):
+        print(f"ncclcheck explain: {note}", file=sys.stderr)
     print(render(result, fmt))
     return 1 if exit_code and result.failed else 0

@@ -11,6 +11,7 @@ from typing import Any, Callable, Iterable
 
 from ncclcheck.explain.catalogue import Signature, line_signatures
 from ncclcheck.explain.context import LogContext
+from ncclcheck.explain.excerpt import excerpt
 from ncclcheck.explain.findings import Finding, Findings, Hit
 from ncclcheck.explain.infer import add_inferred
 from ncclcheck.explain.lines import LineInfo, parse_line, stamp_in
@@ -167,7 +168,7 @@ def _scan_one(name: str, candidates: Iterable[Candidate], matcher: Matcher,
             continue
         sig, facts = matched
         _add_context(sig, facts, info, cand)
-        hits.add(Hit(sig, facts, name, physical(cand.number), cand.text.strip()[:2000],
+        hits.add(Hit(sig, facts, name, physical(cand.number), excerpt(cand.text, sig),
                      _rank(info, facts, file_rank), _host(info, facts), info.time, hits.hits))
 
 

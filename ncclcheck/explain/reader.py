@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import BinaryIO, Iterator
 
 GZIP_MAGIC = b"\x1f\x8b"
+SNIFF_BYTES = 8192  # how much of a log is looked at to tell text from binary, as grep does
 
 
 class InputError(Exception):
@@ -70,3 +71,64 @@ def _walk(root: str) -> Iterator[Source]:
 
 def _raise(error: OSError) -> None:
     raise InputError(f"cannot read {error.filename}: {error.strerror}")
+
+
+@dataclass(frozen=True)
+class Screened:
+    """The sources worth reading, and those left out or empty, for the note the CLI prints."""
+
+    readable: list[Source]
+    binary: list[str]
+    empty: list[str]
+
+
+def sniff(source: Source) -> str | None:
+    """"binary" (a NUL byte in the first 8 KB, decompressed), "empty", or None for text.
+    Gzip on stdin and named pipes (``<(cmd)``) are not sniffed: it would consume them."""
+    if source.path is not None and not os.path.isfile(source.path):
+        return None
+    if source.path is None:
+        head = sys.stdin.buffer.peek(SNIFF_BYTES)[:SNIFF_BYTES]
+        if head[:2] == GZIP_MAGIC:
+            return None
+    else:
+        stream = source.open()
+        try:
+            head = stream.peek(SNIFF_BYTES)[:SNIFF_BYTES]  # type: ignore[attr-defined]
+        except (OSError, EOFError) as exc:
+            raise InputError(f"cannot read {source.name}: {exc}") from None
+        finally:
+            stream.close()
+    if not head:
+        return "empty"
+    return "binary" if b"\0" in head else None
+
+
+def screen(items: list[Source]) -> Screened:
+    """Leave binary files out (a library or a core dump holds NCCL's message formats and would
+    "match"), and note the empty ones."""
+    readable: list[Source] = []
+    binary: list[str] = []
+    empty: list[str] = []
+    for source in items:
+        kind = sniff(source)
+        if kind == "binary":
+            binary.append(source.name)
+            continue
+        if kind == "empty":
+            empty.append(source.name)
+        readable.append(source)
+    return Screened(readable, binary, empty)
+
+
+def input_notes(paths: list[str], screened: Screened) -> list[str]:
+    """One line each on what was not read: binary files skipped, no lines at all."""
+    notes = []
+    if screened.binary:
+        shown = ", ".join(screened.binary[:5]) + (", ..." if len(screened.binary) > 5 else "")
+        notes.append(f"skipped {len(screened.binary)} binary file(s), not logs: {shown}")
+    if len(screened.empty) == len(screened.readable):
+        given = ", ".join(paths) if paths else "stdin"
+        why = "empty" if screened.empty else "binary" if screened.binary else "an empty folder"
+        notes.append(f"no lines were read: the input ({given}) is {why}")
+    return notes

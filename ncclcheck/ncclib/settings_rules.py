@@ -142,13 +142,29 @@ def comm_id_rule(s: Setting, facts: LintFacts) -> Verdict | None:
 
 
 
+def _default_pick(interfaces: dict[str, list[str]]) -> str | None:
+    """The interface NCCL picks with NCCL_SOCKET_IFNAME unset (its default list, in the
+    interfaces' order), so the proposed fix agrees with what `ncclcheck net` predicts."""
+    for default in ("^docker,lo,virbr", "docker", "lo"):
+        spec = IfList.parse(default)
+        found = next((name for name, addresses in interfaces.items()
+                      if addresses and spec.matches(name)), None)
+        if found:
+            return found
+    return None
+
+
 def ifname_rule(s: Setting, facts: LintFacts) -> Verdict | None:
     """NCCL_SOCKET_IFNAME read with NCCL's own list grammar (``network.iflist``): no trimming,
     so the linter and the net probe agree on what matches."""
-    if len(s.value.encode("utf-8", "surrogateescape")) <= 1:  # C strlen, as NCCL checks it
-        return warn(s, f"{shown(s)} is one character: NCCL treats it as unset and picks an "
-                       "interface itself", "Name the interface in full, e.g. NCCL_SOCKET_IFNAME="
-                       f"{next(iter(facts.interfaces), 'eth0')}.", Category.INTERFACE)
+    length = len(s.value.encode("utf-8", "surrogateescape"))  # C strlen, as NCCL checks it
+    if length <= 1:
+        pick = _default_pick(facts.interfaces)
+        picks = f" (here: {pick})" if pick else ""
+        return warn(s, f"{shown(s)} is {'empty' if length == 0 else 'one character'}: NCCL "
+                       f"treats it as unset and picks an interface itself{picks}",
+                    f"Unset NCCL_SOCKET_IFNAME, or name the interface in full, e.g. "
+                    f"NCCL_SOCKET_IFNAME={pick or 'eth0'}.", Category.INTERFACE)
     if not facts.interfaces:
         return None
     spec = IfList.parse(s.value)

@@ -19,7 +19,8 @@ from ncclcheck.bench.reference import Hardware, choose_reference, infiniband_rat
 from ncclcheck.bench.sizes import sweep_sizes
 from ncclcheck.bench.worker import SweepConfig
 from ncclcheck.context import ProbeContext
-from ncclcheck.model import BenchSection, Category, CheckResult, FamilyOutput, failed, warned
+from ncclcheck.model import (BenchSection, Category, CheckResult, FamilyOutput, failed, passed,
+                             warned)
 
 
 def _deadlines(ctx: ProbeContext) -> tuple[float, float]:
@@ -111,15 +112,20 @@ def probe(ctx: ProbeContext) -> FamilyOutput:
 
 
 def _plot(section: BenchSection, path: str) -> list[CheckResult]:
+    """Draw the curve; the report says where it went (or why it did not)."""
     from ncclcheck.bench.plot import draw
     try:
         draw(section.to_dict(), path)
+    except ImportError as exc:
+        return [warned("bench.plot", f"could not draw {path}: {exc}",
+                       "Install the plot extra: pip install 'ncclcheck[plot]'.",
+                       Category.CONFIGURATION, path=path)]
     except Exception as exc:  # a plot that cannot be drawn must not hide the measurements
         return [warned("bench.plot", f"could not draw {path}: {type(exc).__name__}: {exc}",
-                       "Install the plot extra (pip install 'ncclcheck[plot]') and give --plot a "
-                       "writable .png, .svg or .pdf path.", Category.CONFIGURATION, path=path)]
+                       "Give --plot a writable .png, .svg or .pdf path.", Category.CONFIGURATION,
+                       path=path)]
     section.plot = path
-    return []
+    return [passed("bench.plot", f"busbw curve drawn into {path}", path=path)]
 
 
 # -- declarations: every check this family reports (``ncclcheck checks``, docs/bench.md) ------

@@ -100,9 +100,12 @@ def check_master_port(facts: Facts, master: MasterFacts) -> CheckResult:
     port = master.port
     if port is None:
         raw = facts.env.get("MASTER_PORT")
-        if raw is not None:
-            return skipped(cid, f"MASTER_PORT={raw!r} is not a usable port (see ranks.master)",
-                           master_port=raw)
+        if raw is not None:  # judged here too: `ncclcheck net` runs without the ranks family
+            return failed(cid, f"MASTER_PORT={raw!r} is not a TCP port number (1-65535): torch's "
+                               "env:// rendezvous cannot listen on or dial it",
+                          "Set MASTER_PORT to a free TCP port number between 1024 and 65535 "
+                          "(e.g. 29500), the same on every rank.", Category.CONFIGURATION,
+                          master_port=raw)
         return skipped(cid, "MASTER_PORT is not set", master_port=None)
     details: dict[str, Any] = {"master_port": port, "master_addr": master.address}
     if master.address and master.resolution and not master.resolution.ok:
@@ -186,9 +189,10 @@ CHECKS: tuple[CheckSpec, ...] = (
                          "job, is not this host on rank 0, or has no route",
               warns_when="the store and NCCL would use different networks"),
     CheckSpec("net.master_port", "MASTER_PORT is free on the master, open from workers",
-              (Category.PORT_IN_USE, Category.CONNECTION),
-              fails_when="another process holds the port, or a worker's connection is refused "
-                         "(in cluster mode), dropped or unroutable",
+              (Category.PORT_IN_USE, Category.CONNECTION, Category.CONFIGURATION),
+              fails_when="MASTER_PORT is not a port number (1-65535), another process holds "
+                         "the port, or a worker's connection is refused (in cluster mode), "
+                         "dropped or unroutable",
               warns_when="the port lies in the ephemeral range, or nothing listens yet outside "
                          "cluster mode"),
 )

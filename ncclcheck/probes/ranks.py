@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ncclcheck.context import ProbeContext
-from ncclcheck.gpus import VisibleGpus, visible_gpus
+from ncclcheck.gpus import VisibleGpus, nvidia_driver_loaded, visible_gpus
 from ncclcheck.launchers import Layout, read_layout
 from ncclcheck.model import Category, CheckResult, failed, passed, skipped, warned
 
@@ -61,7 +61,7 @@ def fix_world(expected: Expected) -> str:
 
 def probe(ctx: ProbeContext) -> list[CheckResult]:
     layout, others = read_layout(ctx.env)
-    gpus = _gpus(ctx)
+    gpus = _gpus(ctx, layout)
     expected = expected_layout(ctx, layout)
     results = [
         check_launcher(layout, others),
@@ -83,10 +83,16 @@ def probe(ctx: ProbeContext) -> list[CheckResult]:
     return results
 
 
-def _gpus(ctx: ProbeContext) -> VisibleGpus:
+def _gpus(ctx: ProbeContext, layout: Layout) -> VisibleGpus:
+    """The visible GPU count, from torch only when a local rank needs it and the driver is
+    there: importing torch costs seconds, which a short --timeout cannot spare."""
     override = ctx.options.ranks.visible_gpus
     if override is not None:
         return VisibleGpus(int(override), "given by the caller")
+    if layout.local_rank is None:
+        return VisibleGpus(None, "not needed: no local rank to check")
+    if not nvidia_driver_loaded():
+        return VisibleGpus(None, "no NVIDIA driver: GPU count unknown, CPU (Gloo) layout assumed")
     return visible_gpus(ctx.env)
 
 
