@@ -28,6 +28,13 @@ def _remember_store_port(ctx: click.Context, param: click.Parameter, value: int 
     return value
 
 
+def _remember_local(ctx: click.Context, param: click.Parameter, value: bool):
+    """--local reaches _run through the click context, as --store-port does."""
+    if value:
+        ctx.meta["ncclcheck.local"] = True
+    return value
+
+
 def probe_options(func: Callable) -> Callable:
     """Options every probe command takes (see docs/cli.md)."""
     decorators = [
@@ -46,6 +53,9 @@ def probe_options(func: Callable) -> Callable:
                      callback=_remember_store_port,
                      help="Cluster mode: TCP port of rank 0's report store (default MASTER_PORT; "
                           "MASTER_PORT+1 under torchrun)."),
+        click.option("--local", is_flag=True, expose_value=False, callback=_remember_local,
+                     help="Check this process only, no gathering, even under a launcher "
+                          "(e.g. with a job's environment copied into a shell)."),
     ]
     for decorator in reversed(decorators):
         func = decorator(func)
@@ -59,8 +69,9 @@ def _run(families: list[str], fmt: str, junit: str | None, timeout: float, stric
     from ncclcheck.context import ProbeOptions
     from ncclcheck.runner import Output, Request, check, finish
     request = Request(tuple(families), options or ProbeOptions(), nodes, gpus_per_node, timeout)
-    store_port = click.get_current_context().meta.get("ncclcheck.store_port")
-    outcome = check(request, output=Output(fmt, junit, strict), store_port=store_port)
+    meta = click.get_current_context().meta
+    outcome = check(request, output=Output(fmt, junit, strict), store_port=meta.get(
+        "ncclcheck.store_port"), local=bool(meta.get("ncclcheck.local")))
     sys.exit(finish(outcome))
 
 
