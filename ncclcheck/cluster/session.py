@@ -159,8 +159,11 @@ def join_store(address: str, port: int, rank: int, timeout: float,
     twice instead of two half reports."""
     from .reach import port_is_free, reach
     if rank != 0:
-        reach(address, port, reach_until if reach_until is not None else time.monotonic() + timeout)
-        return open_store(address, port, False, max(2.0, min(timeout, 10.0))), False
+        until = reach_until if reach_until is not None else time.monotonic() + timeout
+        reach(address, port, until)
+        import torch.distributed  # noqa: F401  (seconds on a loaded host: not the store's time)
+        # Reached: the store answers at once unless what listens is not a store (or it died).
+        return open_store(address, port, False, min(10.0, max(1.0, until - time.monotonic()))), False
     if not port_is_free(port):
         existing = _job_store(address, port, min(3.0, timeout))
         if existing is None:
@@ -247,7 +250,9 @@ def _store_error(address: str, port: int, is_server: bool, timeout: float,
             f"{text or f'its own connection to {address}:{port} got no answer within {timeout:.1f} s'}",
             f"MASTER_ADDR={address} must name this (rank-0) host and port {port} must be "
             "free: fix MASTER_ADDR or pass --store-port PORT on every rank.", **details)
-    reason = text or f"no answer within {timeout:.0f} s"
+    reason = text or (f"the port accepts connections but gave no store answer within "
+                      f"{timeout:.0f} s (something other than rank 0's store listens there, or "
+                      "rank 0 stopped)")
     return StoreUnavailable(
         Category.CONNECTION,
         f"cannot reach the rank-0 store at {address}:{port}: {reason}",
