@@ -31,7 +31,7 @@ def rank_env(rank: int, world: int, port: int) -> dict[str, str]:
 def publish(port: int, world: int, ranks: list[int]) -> None:
     """Play ``ranks``: announce each, then report what the ranks family says for it."""
     from ncclcheck.cluster.identity import identity
-    from ncclcheck.cluster.session import ClusterSession, key, open_store
+    from ncclcheck.cluster.session import ClusterSession, open_store
     from ncclcheck.context import ProbeContext
     from ncclcheck.launchers import read_layout
     from ncclcheck.probes.ranks import probe
@@ -48,15 +48,13 @@ def publish(port: int, world: int, ranks: list[int]) -> None:
         results = probe(ctx)
         for result in results:
             result.host, result.rank = host, rank
-        store.set(key("report", session.slot),
-                  json.dumps({"rank": rank, "results": [r.to_dict() for r in results]}))
-        store.add(key("reported"), 1)
+        session.deliver([r.to_dict() for r in results])
 
 
 def measure(world: int, publishers: int) -> dict[str, float]:
     from ncclcheck.cluster.aggregate import aggregate
     from ncclcheck.cluster.checks import cluster_checks
-    from ncclcheck.cluster.job import _read_gathered
+    from ncclcheck.cluster.gather import read_gathered
     from ncclcheck.cluster.session import ClusterSession, open_store
     from ncclcheck.model import CheckResult, Report
     from ncclcheck.report import render
@@ -74,7 +72,7 @@ def measure(world: int, publishers: int) -> dict[str, float]:
     published = time.perf_counter() - began
 
     t0 = time.perf_counter()
-    job, reports = _read_gathered(session, world, PER_NODE, time.monotonic() + 60)
+    job, reports = read_gathered(session, world, PER_NODE, time.monotonic() + 60)
     gathered = time.perf_counter() - t0
     assert len(reports) == world, f"only {len(reports)} of {world} reports"
 

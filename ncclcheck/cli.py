@@ -30,12 +30,8 @@ def _remember_store_port(ctx: click.Context, param: click.Parameter, value: int 
 
 
 def _remember_prom_file(ctx: click.Context, param: click.Parameter, value: str | None):
-    """--prom-file: refuse a path the metrics cannot be written to before any work."""
+    """--prom-file reaches _run through the click context (its type checked it is writable)."""
     if value is not None:
-        from ncclcheck.report.prometheus import prom_file_problem
-        problem = prom_file_problem(value)
-        if problem:
-            raise click.BadParameter(problem, ctx=ctx, param=param)
         ctx.meta["ncclcheck.prom_file"] = value
     return value
 
@@ -47,6 +43,13 @@ def _remember_on_fail(ctx: click.Context, param: click.Parameter, value: str | N
             raise click.BadParameter(f"{value} works only inside a Slurm job (SLURM_JOB_ID is "
                                      "not set)", ctx=ctx, param=param)
         ctx.meta["ncclcheck.on_fail"] = value
+    return value
+
+
+def _remember_local(ctx: click.Context, param: click.Parameter, value: bool):
+    """--local reaches _run through the click context, as --store-port does."""
+    if value:
+        ctx.meta["ncclcheck.local"] = True
     return value
 
 
@@ -69,7 +72,7 @@ def probe_options(func: Callable) -> Callable:
                      help="Cluster mode: TCP port of rank 0's report store (default MASTER_PORT; "
                           "MASTER_PORT+1 under torchrun; under srun 15000 + the job id's last "
                           "four digits)."),
-        click.option("--prom-file", type=click.Path(dir_okay=False), expose_value=False,
+        click.option("--prom-file", type=writable_path, expose_value=False,
                      callback=_remember_prom_file, metavar="PATH",
                      help="Also write the report as Prometheus text (node_exporter textfile "
                           "collector), atomically."),
@@ -77,6 +80,9 @@ def probe_options(func: Callable) -> Callable:
                      callback=_remember_on_fail,
                      help="Slurm only: drain the node(s) the failing checks are about, with the "
                           "check id and summary as the reason (scontrol update)."),
+        click.option("--local", is_flag=True, expose_value=False, callback=_remember_local,
+                     help="Check this process only, no gathering, even under a launcher "
+                          "(e.g. with a job's environment copied into a shell)."),
     ]
     for decorator in reversed(decorators):
         func = decorator(func)
@@ -93,7 +99,8 @@ def _run(families: list[str], fmt: str, junit: str | None, timeout: float, stric
     meta = click.get_current_context().meta
     output = Output(fmt, junit, strict, prom_file=meta.get("ncclcheck.prom_file"),
                     on_fail=meta.get("ncclcheck.on_fail"))
-    outcome = check(request, output=output, store_port=meta.get("ncclcheck.store_port"))
+    outcome = check(request, output=output, store_port=meta.get("ncclcheck.store_port"),
+                    local=bool(meta.get("ncclcheck.local")))
     sys.exit(finish(outcome))
 
 

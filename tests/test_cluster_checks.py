@@ -5,7 +5,9 @@ machine with one environment, so those cases are given as data."""
 from __future__ import annotations
 
 from ncclcheck.cluster.aggregate import aggregate, by_host, rank_ranges
-from ncclcheck.cluster.checks import Gathered, cluster_checks
+from ncclcheck.cluster.checks import Gathered, cluster_checks, processes
+from ncclcheck.cluster.expect import Expectation, claimed_rank, expectation
+from ncclcheck.launchers import read_layout
 from ncclcheck.model import Category, CheckResult, Status, failed, passed
 
 VERSIONS = {"python": "3.11.7", "torch": "2.4.0+cu121", "cuda": "12.1", "nccl": "2.20.5",
@@ -46,7 +48,7 @@ def test_rank_ranges_and_host_grouping():
 
 def test_healthy_job_passes_every_cluster_check():
     results = cluster_checks(job(healthy()))
-    assert [r.status for r in results] == [Status.PASS] * 6
+    assert [r.status for r in results] == [Status.PASS] * 7
     assert by_id(results)["cluster.hosts"].summary == "2 hosts, 4 ranks each"
 
 
@@ -149,3 +151,68 @@ def test_aggregate_one_row_per_check_with_failing_ranks_by_host():
     net = rows["net.interfaces"]
     assert net.summary == "eth0 up [pass on all 4 nodes]"
     assert net.to_dict()["details"]["counts"] == [{"status": "pass", "count": 4}]
+
+
+def motivating(order: list[int]) -> Gathered:
+    """2 nodes x 4 processes, every one told WORLD_SIZE=4, run with --nodes 2 --gpus-per-node 4."""
+    members = [member(r, f"node{r // 4}", r % 4, slot=i + 1, world_size=4,
+                      member=f"node{r // 4}/{100 + r}/n") for i, r in enumerate(order)]
+    expect = Expectation(4, "WORLD_SIZE", 8, "--nodes 2 x --gpus-per-node 4", 2, 4)
+    return Gathered(4, members, {m["slot"] for m in members}, 4, expect=expect)
+
+
+def test_motivating_launch_names_ranks_4_to_7_and_proposes_8_whatever_the_order():
+    verdicts = []
+    for order in (list(range(8)), list(range(7, -1, -1))):
+        results = by_id(cluster_checks(motivating(order)))
+        ids, world = results["cluster.rank_ids"], results["cluster.world_size"]
+        assert "node1: ranks 4-7 outside 0..3 (WORLD_SIZE=4 on rank 0)" in ids.summary
+        assert ids.details["outside_ranks"] == [4, 5, 6, 7]
+        assert world.status == Status.FAIL and world.category == Category.RANK_MISMATCH
+        assert world.summary == ("8 processes on 2 hosts joined a job declared as WORLD_SIZE=4 "
+                                 "(--nodes 2 x --gpus-per-node 4 = 8): the world size must be 8")
+        assert "WORLD_SIZE=8" in world.fix and "Trainer(num_nodes=2, devices=4)" in world.fix
+        assert "world_size()" in world.fix
+        assert results["cluster.reported"].status == Status.PASS  # nobody ran and is missing
+        verdicts.append({r.id: (r.status, r.summary) for r in results.values()})
+    assert verdicts[0] == verdicts[1]
+
+
+def test_every_process_is_listed_once_with_what_is_wrong_with_its_rank():
+    members = [member(0, "node0", 0, slot=1), member(1, "node0", 1, slot=2),
+               member(1, "node0", 2, slot=3), member(-1, "node1", 0, slot=4),
+               member(9, "node1", 1, slot=5), member(3, "node1", 2, slot=6)]
+    gathered = Gathered(4, members, {1, 2, 3, 4, 5}, 2)
+    listed = processes(gathered)
+    assert sorted(p["slot"] for p in listed) == [1, 2, 3, 4, 5, 6]
+    problems = {p["slot"]: p["problems"] for p in listed}
+    assert problems == {1: [], 2: ["duplicate"], 3: ["duplicate"], 4: ["negative"],
+                        5: ["outside"], 6: ["not_reported"]}
+    results = by_id(cluster_checks(gathered))
+    ids = results["cluster.rank_ids"]
+    assert "rank 1 is claimed by 2 processes" in ids.summary
+    assert "node1: rank -1 negative" in ids.summary and "node1: rank 9 outside 0..3" in ids.summary
+    reported = results["cluster.reported"]
+    assert reported.category == Category.RANK_CRASHED
+    assert reported.details["missing_ranks"] == [2, 3]  # 2 never claimed, 3 never reported
+    assert "rank 2 never connected" in reported.summary
+
+
+def test_expectation_reads_the_launch_not_just_world_size():
+    plain = {"RANK": "-1", "WORLD_SIZE": "4", "MASTER_ADDR": "h", "MASTER_PORT": "1"}
+    layout, _ = read_layout(plain)
+    assert claimed_rank(layout, plain) == -1  # rejected by the reader, still claimed
+    assert expectation(layout, plain, 2, 4).slots == 8
+    assert expectation(layout, plain).slots == 4
+    slurm = {"SLURM_PROCID": "5", "SLURM_STEP_ID": "0", "SLURM_NTASKS": "8", "WORLD_SIZE": "4"}
+    layout, _ = read_layout(slurm)
+    got = expectation(layout, slurm)
+    assert (got.declared, got.declared_from, got.launch, got.launch_from) == (
+        4, "WORLD_SIZE", 8, "SLURM_NTASKS")
+    torchrun = {"TORCHELASTIC_RUN_ID": "x", "RANK": "0", "WORLD_SIZE": "4",
+                "LOCAL_WORLD_SIZE": "4", "GROUP_WORLD_SIZE": "2"}
+    layout, _ = read_layout(torchrun)
+    assert expectation(layout, torchrun).launch == 8
+    mpi = {"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "6"}
+    layout, _ = read_layout(mpi)
+    assert expectation(layout, mpi).launch == 6

@@ -85,3 +85,45 @@ def test_node_with_a_different_nccl_setting_is_named(netns_cluster):
         {"name": "NCCL_SOCKET_IFNAME", "reference": "eth0", "value": "eth1",
          "where": "node1: ranks 2-3", "hosts": ["node1"], "ranks": [2, 3]}]
     assert "NCCL_SOCKET_IFNAME=eth0" in settings["fix"]
+
+
+MOTIVATING_TIMEOUT = 60  # generous: 8 interpreters importing torch on a loaded 2-core host
+
+
+def motivating_env(rank: int, master: str, port: int) -> dict[str, str]:
+    """The motivating case: 2 nodes x 4 processes, every one told WORLD_SIZE=4."""
+    return node_env(RANK=str(rank), WORLD_SIZE="4", LOCAL_RANK=str(rank % 4),
+                    NODE_RANK=str(rank // 4), MASTER_ADDR=master, MASTER_PORT=str(port))
+
+
+@pytest.mark.parametrize("order", [list(range(7, -1, -1)), list(range(8))],
+                         ids=["7..0", "0..7"])
+def test_motivating_launch_names_ranks_4_to_7_and_proposes_8(netns_cluster, order):
+    import time
+    cluster = netns_cluster("nc12", "198.18.12", nodes=2)
+    master = cluster.node(0).address
+    argv = [sys.executable, "-m", "ncclcheck", "ranks", "--nodes", "2", "--gpus-per-node", "4",
+            "--format", "json", "--timeout", str(MOTIVATING_TIMEOUT)]
+    began = time.monotonic()
+    procs = {r: cluster.popen(r // 4, argv, hostname=f"node{r // 4}",
+                              env=motivating_env(r, master, PORT + 7)) for r in order}
+    outs = dict(zip(procs, collect(list(procs.values()), MOTIVATING_TIMEOUT + 30)))
+    elapsed = time.monotonic() - began
+    doc = json.loads(outs[0][1])
+    assert elapsed < MOTIVATING_TIMEOUT + 5 + 3, (elapsed, [e[-300:] for _, _, e in outs.values()],
+                                                 doc["context"]["cluster"]["processes"])
+    ids = check(doc, "cluster.rank_ids")
+    assert ids["details"]["outside_ranks"] == [4, 5, 6, 7]
+    assert "node1: ranks 4-7 outside 0..3" in ids["summary"]
+    world = check(doc, "cluster.world_size")
+    assert world["status"] == "fail" and world["details"]["proposed_world_size"] == 8
+    assert "the world size must be 8" in world["summary"]
+    assert "WORLD_SIZE=8" in world["fix"] and "Trainer(num_nodes=2, devices=4)" in world["fix"]
+    assert check(doc, "cluster.reported")["status"] == "pass"  # no rank that ran is missing
+    processes = doc["context"]["cluster"]["processes"]
+    assert sorted((p["host"], p["rank"]) for p in processes) == [
+        (f"node{r // 4}", r) for r in range(8)]
+    for rank in range(1, 8):
+        code, out, err = outs[rank]
+        assert code == 1 and out.strip() == "", err[-800:]
+        assert "reported to rank 0; job status fail" in err

@@ -92,17 +92,28 @@ def _start_workers(config: SweepConfig, nproc: int, child_env: dict[str, str],
                    procs: dict[int, subprocess.Popen[str]], tails: dict[int, deque[str]]) -> None:
     """One worker process per rank, each with a thread per output stream feeding ``events``."""
     port = free_port()
+    group = 0  # 0: the first worker makes a new process group; the others join it
     for rank in range(nproc):
         spec = {"config": json.loads(config.to_json()), "rank": rank, "world_size": nproc,
                 "master_addr": "127.0.0.1", "master_port": port}
-        proc = subprocess.Popen([sys.executable, "-m", "ncclcheck.bench.worker", json.dumps(spec)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env=child_env, start_new_session=True)
+        argv = [sys.executable, "-m", "ncclcheck.bench.worker", json.dumps(spec)]
+        try:
+            proc = _spawn(argv, child_env, group)
+        except (PermissionError, ProcessLookupError, OSError):  # the group is gone: a new one
+            proc = _spawn(argv, child_env, 0)
+        group = group or proc.pid
         procs[rank] = proc
         tails[rank] = deque(maxlen=20)
         for name, stream in (("out", proc.stdout), ("err", proc.stderr)):
             threading.Thread(target=_pump, args=(rank, stream, events, name),
                              daemon=True).start()
+
+
+def _spawn(argv: list[str], env: dict[str, str], group: int) -> subprocess.Popen[str]:
+    """A worker in process group ``group`` (0: its own), apart from this process's group, so
+    that teardown is one signal to the group, whatever --nproc."""
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, process_group=group)
 
 
 def _follow(events: "queue.Queue[tuple[int, str, str]]", open_streams: int, deadline: float,
@@ -138,10 +149,9 @@ def _tear_down(procs: dict[int, subprocess.Popen[str]],
                tails: dict[int, deque[str]]) -> None:
     """Stop the workers still running (torn down), note how the others exited, keep stderr."""
     for rank, proc in procs.items():
-        if proc.poll() is None:
-            if rank not in result.outcomes:
-                result.torn_down.append(rank)
-            _terminate(proc)
+        if proc.poll() is None and rank not in result.outcomes:
+            result.torn_down.append(rank)
+    stop_groups({_group(p) for p in procs.values()} - {None}, list(procs.values()))
     for rank, proc in procs.items():
         code = proc.wait()
         if rank not in result.outcomes and rank not in result.torn_down:
@@ -153,16 +163,33 @@ def _tear_down(procs: dict[int, subprocess.Popen[str]],
     result.stderr_tail = {r: "\n".join(t) for r, t in tails.items() if t}
 
 
-def _terminate(proc: subprocess.Popen[str]) -> None:
-    """SIGTERM, then SIGKILL after a second: a worker stuck in a collective may ignore TERM."""
+def _group(proc: subprocess.Popen[str]) -> int | None:
     try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except (ProcessLookupError, PermissionError):
-        return
-    try:
-        proc.wait(timeout=1.0)
-    except subprocess.TimeoutExpired:
+        return os.getpgid(proc.pid)
+    except ProcessLookupError:
+        return None
+
+
+def stop_groups(groups: set[int], procs: list[subprocess.Popen[str]], grace: float = 1.0) -> None:
+    """SIGTERM every worker group at once, then SIGKILL what is left after ``grace`` seconds in
+    all (a worker stuck in a collective may ignore TERM): teardown takes about ``grace``
+    whatever the number of workers, and the workers' children go with them."""
+    own = os.getpgrp()
+    groups.discard(own)  # never this process's own group
+    for group in groups:
+        _signal_group(group, signal.SIGTERM)
+    stop = time.monotonic() + grace
+    for proc in procs:
         try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+            proc.wait(timeout=max(0.0, stop - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            break
+    for group in groups:
+        _signal_group(group, signal.SIGKILL)
+
+
+def _signal_group(group: int, sig: int) -> None:
+    try:
+        os.killpg(group, sig)
+    except (ProcessLookupError, PermissionError):
+        pass

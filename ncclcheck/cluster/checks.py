@@ -8,124 +8,28 @@ through real processes.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import Any
 
 from ncclcheck.model import Category, CheckResult, failed, passed, warned
 
 from .aggregate import by_host, ranks_phrase
+from .membership import (Gathered, check_rank_ids, check_reported, check_world_size,
+                         expected_host, processes)
+from .membership import CHECKS as MEMBERSHIP_CHECKS
+
+__all__ = ["Gathered", "cluster_checks", "expected_host", "processes", "CHECKS"]
 
 VERSION_NAMES = {"python": "Python", "torch": "torch", "cuda": "CUDA (torch build)",
                  "nccl": "NCCL", "driver": "NVIDIA driver"}
 
 
-@dataclass
-class Gathered:
-    """What rank 0 knows at the deadline."""
-
-    world_size: int  # rank 0's view: the ranks it expects
-    members: list[dict[str, Any]]  # identities of every process that connected
-    reported_slots: set[int] = field(default_factory=set)
-    local_world_size: int | None = None  # rank 0's, to place ranks that never connected
-    # host -> the version each node's libnccl itself reported (the nccl.version check); more
-    # exact than what a rank can tell when it joins (torch's view or the wheel's metadata)
-    nccl_by_host: dict[str, str] = field(default_factory=dict)
-
-    def reported(self) -> list[dict[str, Any]]:
-        return [m for m in self.members if m.get("slot") in self.reported_slots]
-
-    @property
-    def reference(self) -> dict[str, Any] | None:
-        return next((m for m in self.members if m.get("rank") == 0), None)
-
-
 def cluster_checks(job: Gathered) -> list[CheckResult]:
-    return [check_reported(job), check_rank_ids(job), check_local_ranks(job),
-            check_hosts(job), check_settings(job), check_versions(job)]
+    return [check_reported(job), check_rank_ids(job), check_world_size(job),
+            check_local_ranks(job), check_hosts(job), check_settings(job), check_versions(job)]
 
 
 def _where(members: list[dict[str, Any]]) -> str:
     return by_host((m.get("host"), m.get("rank")) for m in members)
-
-
-# -- missing ranks ---------------------------------------------------------------------------
-def expected_host(job: Gathered, rank: int) -> str:
-    """Where a rank that never connected should have run, as far as anyone can tell."""
-    per_node = job.local_world_size
-    if not per_node:  # the launcher gave no per-node count: no honest guess
-        return "host unknown"
-    node = rank // per_node
-    hosts = sorted({m["host"] for m in job.members if m.get("node_rank") == node and m.get("host")})
-    if not hosts:  # no node rank known: a neighbour in the same block of ranks
-        hosts = sorted({m["host"] for m in job.members if isinstance(m.get("rank"), int)
-                        and m["rank"] // per_node == node and m.get("host")})
-    if hosts:
-        return f"expected on {', '.join(hosts)} (node {node})"
-    return f"expected on node {node}, from which no rank connected"
-
-
-def check_reported(job: Gathered) -> CheckResult:
-    reported = {m.get("rank") for m in job.reported()}
-    connected = {m.get("rank"): m for m in job.members}
-    missing = [r for r in range(job.world_size) if r not in reported]
-    total = len(job.members)
-    if not missing:
-        hosts = len({m.get("host") for m in job.members})
-        return passed("cluster.reported", f"all {job.world_size} ranks reported to rank 0 "
-                      f"({total} process{'es' if total != 1 else ''} on {hosts} "
-                      f"host{'s' if hosts != 1 else ''})", world_size=job.world_size,
-                      reported=len(job.reported()))
-    silent = [connected[r] for r in missing if r in connected]
-    absent = [r for r in missing if r not in connected]
-    parts, entries = [], []
-    if silent:
-        parts.append(f"{_where(silent)} connected, then stopped before reporting (killed or crashed)")
-        entries += [{"rank": m["rank"], "host": m.get("host"), "connected": True,
-                     "pid": m.get("pid")} for m in silent]
-    if absent:
-        places: dict[str, list[int]] = {}
-        for r in absent:
-            places.setdefault(expected_host(job, r), []).append(r)
-        parts.append("; ".join(f"{ranks_phrase(rs)} never connected ({place})"
-                               for place, rs in places.items()))
-        entries += [{"rank": r, "host": None, "connected": False, "expected": expected_host(job, r)}
-                    for r in absent]
-    category = Category.RANK_CRASHED if silent else Category.TIMEOUT
-    where = "; ".join(w for w in (_where(silent) if silent else "",
-                                  f"{ranks_phrase(absent)} (never connected)" if absent else "") if w)
-    fix = ("Look at the launcher's log on the named hosts for why the rank did not finish "
-           "(exit code, OOM killer, signal); a rank that cannot reach the store prints its own "
-           "one-line reason on stderr. If nodes start late, raise --timeout.")
-    return failed("cluster.reported",
-                  f"{len(missing)} of {job.world_size} ranks never reported: " + "; ".join(parts),
-                  fix, category, world_size=job.world_size, missing=entries,
-                  missing_ranks=missing, where=where)
-
-
-# -- duplicated / out-of-range ranks -----------------------------------------------------------
-def check_rank_ids(job: Gathered) -> CheckResult:
-    claims: dict[Any, list[dict[str, Any]]] = {}
-    for m in job.members:
-        claims.setdefault(m.get("rank"), []).append(m)
-    dups = {r: ms for r, ms in claims.items() if isinstance(r, int) and len(ms) > 1}
-    outside = [m for m in job.members if not isinstance(m.get("rank"), int)
-               or not 0 <= m["rank"] < job.world_size]
-    if not dups and not outside:
-        return passed("cluster.rank_ids", f"global ranks are unique and within 0..{job.world_size - 1}",
-                      world_size=job.world_size)
-    parts = [f"rank {r} is claimed by {len(ms)} processes ("
-             + ", ".join(f"{m.get('host')} local rank {m.get('local_rank')}" for m in ms) + ")"
-             for r, ms in sorted(dups.items())]
-    if outside:
-        parts.append(f"{_where(outside)} outside 0..{job.world_size - 1} (WORLD_SIZE="
-                     f"{job.world_size} on rank 0)")
-    return failed("cluster.rank_ids", "global ranks are inconsistent: " + "; ".join(parts),
-                  "Give every process a distinct RANK in 0..WORLD_SIZE-1: RANK = NODE_RANK x "
-                  "processes per node + LOCAL_RANK (let torchrun or srun set it rather than "
-                  "exporting it by hand).", Category.RANK_MISMATCH,
-                  where=_where([m for ms in dups.values() for m in ms] + outside),
-                  duplicates={str(r): [m.get("host") for m in ms] for r, ms in dups.items()},
-                  outside=[{"rank": m.get("rank"), "host": m.get("host")} for m in outside])
 
 
 def check_local_ranks(job: Gathered) -> CheckResult:
@@ -253,18 +157,7 @@ def check_versions(job: Gathered) -> CheckResult:
 def _declarations():
     from ncclcheck.registry import CheckSpec
 
-    return (
-        CheckSpec("cluster.reported", "every rank delivered its report to rank 0",
-                  (Category.RANK_CRASHED, Category.TIMEOUT),
-                  fails_when="a rank never reported: connected and then stopped (rank_crashed), "
-                             "or never connected (timeout); each is named with its host or the "
-                             "node it was expected on",
-                  doc="Cluster mode only, as every cluster.* check: rank 0 gathers every rank's "
-                      "report within --timeout."),
-        CheckSpec("cluster.rank_ids", "global ranks are unique and in range",
-                  (Category.RANK_MISMATCH,),
-                  fails_when="two processes claim one RANK, or a RANK is outside "
-                             "0..WORLD_SIZE-1 (WORLD_SIZE as rank 0 sees it)"),
+    return MEMBERSHIP_CHECKS + (
         CheckSpec("cluster.local_ranks", "local ranks are distinct on each host",
                   (Category.RANK_MISMATCH,),
                   fails_when="two processes on one host share a LOCAL_RANK (and so a GPU)"),

@@ -1,9 +1,11 @@
 """The job's --timeout, split once into the phases of cluster mode.
 
 Timeline for ``--timeout T`` (seconds since each process started):
+  0 .. join end      other ranks wait for rank 0's store (then, alone, check themselves)
   0 .. T - reserve   connect to the store, run the probe families, publish the report
   .. T - margin      rank 0 waits for every rank's report, then aggregates and prints
-  T + grace          other ranks stop waiting for rank 0's verdict (their exit is then 1)
+  T + grace          other ranks stop waiting for rank 0's verdict and print their own
+                     report; everything is over by T + 5 s
 Every phase reads its end from one ``JobClock``, made once per process from the context.
 """
 
@@ -12,7 +14,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-CLIENT_GRACE_S = 5.0  # other ranks wait this long past their own deadline for rank 0
+CLIENT_GRACE_S = 2.5  # other ranks wait this long past their own deadline for rank 0
+PROBE_SHARE = 0.3  # of --timeout, kept for a rank's own checks when it cannot join
 
 
 @dataclass(frozen=True)
@@ -51,15 +54,19 @@ class JobClock:
         """How long joining the store may take; rank 0 keeps its margin for the report."""
         return max(0.5, self.left() - (self.margin_s if hosts_store else 0.0))
 
+    @property
+    def join_end(self) -> float:
+        """Monotonic time at which a rank stops waiting for rank 0's store and checks itself
+        alone: late enough for a slow rank 0, early enough to run its own families."""
+        return self.started + max(0.5, self.timeout - self.reserve_s - PROBE_SHARE * self.timeout)
+
     def gather_end_wall(self) -> float:
         """``gather_end`` as wall-clock time, which the other ranks can read from the store."""
         return time.time() + self.left(self.gather_end)
 
-    def verdict_wait_s(self, rank0_gather_end_wall: float | None) -> float:
-        """Until this rank's own deadline plus grace; longer when rank 0 started later and so
-        gathers later (its deadline, on its clock), but never past twice the timeout."""
-        own = self.left() + CLIENT_GRACE_S
-        if rank0_gather_end_wall is None:
-            return own
-        rank0 = rank0_gather_end_wall - time.time() + CLIENT_GRACE_S
-        return max(own, min(rank0, own + self.timeout))
+    def verdict_wait_s(self, rank0_gather_end_wall: float | None = None) -> float:
+        """Until this rank's own deadline plus a grace, never longer: a rank that gets no
+        verdict prints its own report, and must do so within --timeout + 5 s. (Rank 0's
+        deadline is no reason to wait longer; a rank 0 that started much later needs a
+        larger --timeout.)"""
+        return self.left() + CLIENT_GRACE_S

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import platform
+import uuid
 from typing import Any, Mapping
 
 from ncclcheck.launchers import Layout
@@ -65,13 +66,17 @@ def _driver_version() -> str | None:
     return None
 
 
-def identity(layout: Layout, host: str, env: Mapping[str, str]) -> dict[str, Any]:
+def identity(layout: Layout, host: str, env: Mapping[str, str], rank: int | None = None,
+             nonce: str | None = None) -> dict[str, Any]:
+    """``rank``: the rank this process claims (negative ones too; default the layout's).
+    ``member`` (host, pid, a per-launch nonce) names the process whatever rank it claims."""
     settings = job_settings(env)
     size_from = layout.source("world_size")  # SLURM_NTASKS, OMPI_COMM_WORLD_SIZE, ...
     if size_from in env:
         settings[size_from] = env[size_from]
     return {
-        "rank": layout.rank,
+        "rank": layout.rank if rank is None else rank,
+        "member": f"{host}/{os.getpid()}/{nonce or uuid.uuid4().hex[:12]}",
         "world_size": layout.world_size,
         "local_rank": layout.local_rank,
         "local_world_size": layout.local_world_size,

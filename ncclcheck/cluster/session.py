@@ -138,15 +138,37 @@ class ClusterSession:
         self.store.set(key("hello", self.slot), json.dumps(identity))
         self.store.add(key("hellos"), 1)
 
+    def deliver(self, results: list[dict[str, Any]]) -> None:
+        """Publish this process's report under its own slot (slots never collide), then mark
+        the rank it fills: rank 0 stops waiting early only when every rank 0..N-1 is filled, so
+        a duplicated, negative or out-of-range rank never completes the job."""
+        self.store.set(key("report", self.slot), json.dumps({"rank": self.rank, "results": results}))
+        self.store.add(key("reported"), 1)
+        if self.rank >= 0:
+            self.store.set(key("filled", self.rank), str(self.slot))
 
-def join_store(address: str, port: int, rank: int, timeout: float) -> tuple[Any, bool]:
+
+def join_store(address: str, port: int, rank: int, timeout: float,
+               reach_until: float | None = None) -> tuple[Any, bool]:
     """The store for this rank, and whether this process is the one that reports.
 
-    Rank 0 hosts the store. A second process that also claims rank 0 (RANK exported as 0 on
-    every node is a classic) joins the first one's store as an ordinary member, so the job
-    report shows rank 0 claimed twice instead of two half reports."""
+    Other ranks first reach the port with a plain socket until ``reach_until`` (quietly: a
+    TCPStore client that retries prints C++ warnings and stack dumps). Rank 0 hosts the store.
+    A second process that also claims rank 0 (RANK exported as 0 on every node is a classic)
+    joins the first one's store as an ordinary member, so the job report shows rank 0 claimed
+    twice instead of two half reports."""
+    from .reach import port_is_free, reach
     if rank != 0:
-        return open_store(address, port, False, timeout), False
+        until = reach_until if reach_until is not None else time.monotonic() + timeout
+        reach(address, port, until)
+        import torch.distributed  # noqa: F401  (seconds on a loaded host: not the store's time)
+        # Reached: the store answers at once unless what listens is not a store (or it died).
+        return open_store(address, port, False, min(10.0, max(1.0, until - time.monotonic()))), False
+    if not port_is_free(port):
+        existing = _job_store(address, port, min(3.0, timeout))
+        if existing is None:
+            raise _store_error(address, port, True, timeout, OSError("EADDRINUSE"))
+        return existing, False
     try:
         store = open_store(address, port, True, timeout)
     except StoreUnavailable as exc:
@@ -163,7 +185,9 @@ def join_store(address: str, port: int, rank: int, timeout: float) -> tuple[Any,
 def _job_store(address: str, port: int, timeout: float) -> Any | None:
     """The ncclcheck store already listening on the port, or None when the port is held by
     something else (then it is simply taken)."""
+    from .reach import reach
     try:
+        reach(address, port, time.monotonic() + min(1.0, timeout))
         store = open_store(address, port, False, timeout)
         store.wait([key("servers")], _seconds(min(1.0, timeout)))
         return store
@@ -226,7 +250,9 @@ def _store_error(address: str, port: int, is_server: bool, timeout: float,
             f"{text or f'its own connection to {address}:{port} got no answer within {timeout:.1f} s'}",
             f"MASTER_ADDR={address} must name this (rank-0) host and port {port} must be "
             "free: fix MASTER_ADDR or pass --store-port PORT on every rank.", **details)
-    reason = text or f"no answer within {timeout:.0f} s"
+    reason = text or (f"the port accepts connections but gave no store answer within "
+                      f"{timeout:.0f} s (something other than rank 0's store listens there, or "
+                      "rank 0 stopped)")
     return StoreUnavailable(
         Category.CONNECTION,
         f"cannot reach the rank-0 store at {address}:{port}: {reason}",

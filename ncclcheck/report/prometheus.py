@@ -125,20 +125,6 @@ def render_prometheus(report: Report, *, timestamp: float | None = None) -> str:
     return generate_latest(registry).decode("utf-8")
 
 
-def prom_file_problem(path: str | os.PathLike[str]) -> str | None:
-    """Why ``path`` cannot take the metrics file, or None. Checked before any work: the atomic
-    write needs to create a temporary file in its folder, so the folder must be writable."""
-    target = Path(path)
-    folder = target.parent if str(target.parent) else Path(".")
-    if target.is_dir():
-        return f"{path} is a directory"
-    if not folder.is_dir():
-        return f"folder {folder} does not exist"
-    if not os.access(folder, os.W_OK | os.X_OK):
-        return f"folder {folder} is not writable"
-    return None
-
-
 def write_prom_file(report: Report, path: str | os.PathLike[str], *,
                     timestamp: float | None = None) -> Path:
     """Write the metrics to ``path`` atomically: a hidden temporary file in the same folder
