@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from typing import TYPE_CHECKING, Callable
 
 import click
@@ -90,12 +91,13 @@ def probe_options(func: Callable) -> Callable:
 
 
 def _run(families: list[str], fmt: str, junit: str | None, timeout: float, strict: bool,
-         nodes: int | None, gpus_per_node: int | None, options: "ProbeOptions | None" = None
-         ) -> None:
+         nodes: int | None, gpus_per_node: int | None, options: "ProbeOptions | None" = None,
+         started: float | None = None) -> None:
     """Every probe command ends here: one library call, then its exit code."""
     from ncclcheck.context import ProbeOptions
     from ncclcheck.runner import Output, Request, check, finish
-    request = Request(tuple(families), options or ProbeOptions(), nodes, gpus_per_node, timeout)
+    request = Request(tuple(families), options or ProbeOptions(), nodes, gpus_per_node, timeout,
+                      started)
     meta = click.get_current_context().meta
     output = Output(fmt, junit, strict, prom_file=meta.get("ncclcheck.prom_file"),
                     on_fail=meta.get("ncclcheck.on_fail"))
@@ -178,15 +180,16 @@ def ranks(fmt, junit, timeout, strict, nodes, gpus_per_node, lightning, cluster_
       ncclcheck ranks --lightning --num-nodes 2 --devices 4
       ncclcheck ranks --cluster-env my_envs:MyEnvironment --nodes 2 --gpus-per-node 4
     """
+    started = time.monotonic()
     if lightning or cluster_env:
         from ncclcheck.lightning.probe import validate_options
         try:
-            validate_options(lightning, cluster_env)
+            validate_options(lightning, cluster_env, within=timeout)
         except (RuntimeError, ValueError) as exc:
             raise UsageFailure(str(exc).splitlines()[0]) from None
     from ncclcheck.context import ProbeOptions, RanksOptions
     _run(["ranks"], fmt, junit, timeout, strict, nodes, gpus_per_node,
-         ProbeOptions(ranks=RanksOptions(lightning=lightning, cluster_env=cluster_env)))
+         ProbeOptions(ranks=RanksOptions(lightning=lightning, cluster_env=cluster_env)), started)
 
 
 @cli.command()

@@ -225,3 +225,20 @@ def test_wrong_values_on_gloo_are_not_sent_to_gpu_tools():
                            for r in range(2)}
         check = allreduce_check(result, job_rows(result))
         assert check.status.value == "fail" and tool in check.fix, check.fix
+
+
+def test_lightning_import_counts_against_the_timeout():
+    """Importing Lightning takes seconds: with --timeout 1 the command still ends within the
+    contract's --timeout + 5 s, with one JSON report saying what did not finish."""
+    import time
+    pytest.importorskip("pytorch_lightning")
+    began = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "ncclcheck", "ranks", "--lightning",
+                           "--timeout", "1", "--format", "json"], capture_output=True, text=True,
+                          timeout=60, env={k: v for k, v in os.environ.items()
+                                           if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR")})
+    elapsed = time.monotonic() - began
+    assert proc.returncode in (0, 1), proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["checks"] and "Traceback" not in proc.stderr
+    assert elapsed < 1 + 5, elapsed

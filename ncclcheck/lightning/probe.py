@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 from ncclcheck.context import ProbeContext
 from ncclcheck.lightning.installed import load_lightning, package_of
 from ncclcheck.model import CheckResult
@@ -22,17 +24,31 @@ def lightning_results(ctx: ProbeContext) -> list[CheckResult]:
     return results
 
 
-def validate_options(lightning: bool, cluster_env: str | None) -> None:
+def validate_options(lightning: bool, cluster_env: str | None, within: float | None = None) -> None:
     """Fail fast, before any probe runs: Lightning importable, MODULE:CLASS importable.
 
-    Raises ``LightningUnavailable`` or ``ClusterEnvSpecError`` with a one-line message.
+    Raises ``LightningUnavailable`` or ``ClusterEnvSpecError`` with a one-line message. The
+    imports (Lightning takes seconds) run for at most ``within`` seconds: past that the check
+    is left to the probe, which runs under the same deadline and says it did not finish.
     """
     if not lightning and not cluster_env:
         return
     if cluster_env:
         from ncclcheck.lightning.custom import parse_spec
         parse_spec(cluster_env)
-    load_lightning()
-    if cluster_env:
-        from ncclcheck.lightning.custom import load_cluster_env
-        load_cluster_env(cluster_env)
+    outcome: dict[str, BaseException] = {}
+
+    def load() -> None:
+        try:
+            load_lightning()
+            if cluster_env:
+                from ncclcheck.lightning.custom import load_cluster_env
+                load_cluster_env(cluster_env)
+        except (RuntimeError, ValueError) as exc:
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=load, name="ncclcheck-lightning-import", daemon=True)
+    worker.start()
+    worker.join(within)
+    if "error" in outcome:
+        raise outcome["error"]
