@@ -42,17 +42,17 @@ class CheckSpec:
         return check_id == self.id
 
 
-# Modules whose ``CHECKS`` together declare every check. A family's main module re-exports
-# the checks of the modules its functions live in; the job-wide rows live with the gather.
-# tests/test_registry.py fails when a module defines CHECKS that no entry here reaches.
-DECLARING_MODULES: tuple[str, ...] = (
-    "ncclcheck.probes.ranks",
-    "ncclcheck.probes.net",
-    "ncclcheck.probes.nccl",
-    "ncclcheck.probes.bench",
-    "ncclcheck.cluster.checks",
-    "ncclcheck.cluster.job",
-)
+# Besides each probe family's module (named by its entry in ncclcheck.probes.FAMILIES), the
+# job-wide rows live with the gather. A family's main module re-exports the checks of the
+# modules its functions live in; tests/test_registry.py fails when a module defines CHECKS that
+# no declaring module reaches.
+JOB_WIDE_MODULES: tuple[str, ...] = ("ncclcheck.cluster.checks", "ncclcheck.cluster.job")
+
+
+def declaring_modules() -> tuple[str, ...]:
+    """Every module whose ``CHECKS`` the registry collects: the families', then the job's."""
+    from ncclcheck.probes import FAMILIES
+    return tuple(f.target.partition(":")[0] for f in FAMILIES) + JOB_WIDE_MODULES
 
 
 class UnknownCheck(LookupError):
@@ -113,7 +113,7 @@ def load_registry() -> Registry:
     from ncclcheck.probes import FAMILY_NAMES
 
     specs: list[CheckSpec] = []
-    for module in DECLARING_MODULES:
+    for module in declaring_modules():
         specs.extend(importlib.import_module(module).CHECKS)
     specs.extend(probe_error_spec(name) for name in FAMILY_NAMES)
     return Registry(tuple(specs))
