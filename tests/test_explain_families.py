@@ -74,3 +74,54 @@ def test_repeated_messages_are_matched_once_and_facts_are_not_shared():
     again = matcher.match(message)
     assert again[0].id == "nccl.invalid_rank" and again[1]["rank"] == 6
     assert message in matcher._memo
+
+
+def test_a_crash_before_a_store_barrier_timeout_is_the_root_cause(tmp_path):
+    root = _root(tmp_path, (
+        "FileNotFoundError: Caught FileNotFoundError in DataLoader worker process 0.\n"
+        "RuntimeError: Timed out initializing process group in store based barrier on rank: 1, "
+        "for key: store_based_barrier_key:1 (world_size=2, worker_count=4, timeout=0:30:00)\n"))
+    assert root["id"] == "python.uncaught_exception" and root["category"] == "rank_crashed"
+    alone = _root(tmp_path, "RuntimeError: Timed out initializing process group in store "
+                            "based barrier on rank: 1, for key: store_based_barrier_key:1\n")
+    assert alone["id"] == "torch.store_barrier_timeout" and alone["category"] == "timeout"
+
+
+def test_a_peer_that_closed_its_socket_is_a_crashed_rank(tmp_path):
+    gloo = _root(tmp_path, "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598]"
+                           " Connection closed by peer [10.0.0.7]:12717\n")
+    assert gloo["id"] == "gloo.connection_closed" and gloo["category"] == "rank_crashed"
+    nccl = _root(tmp_path, (
+        "n1:1:2 [1] misc/socket.cc:518 NCCL WARN Net : Call to recv from 10.0.0.2<5835> "
+        "failed : Broken pipe\n"
+        "n1:1:2 [1] proxy.cc:1119 NCCL WARN [Proxy Service 9] Failed to execute operation "
+        "Connect from rank 9, retcode 6\n"
+        "n1:1:3 [1] misc/socket.cc:538 NCCL WARN Net : Connection closed by remote peer n2<47861>\n"))
+    assert nccl["id"] == "nccl.connection_closed" and nccl["category"] == "rank_crashed"
+
+
+def test_a_master_name_resolved_to_another_name_is_name_resolution(tmp_path):
+    head = "RuntimeError: The client socket has failed to connect to any network address of "
+    other = _root(tmp_path, head + "(node7, 29500). The client socket has failed to connect to "
+                                   "node7.mgmt:29500 (errno: 113 - No route to host).\n")
+    assert other["id"] == "torch.store_address_resolved_elsewhere"
+    assert "node7.mgmt" in other["explanation"]
+    same = _root(tmp_path, head + "(node7, 29500). The client socket has failed to connect to "
+                                  "[NODE7]:29500 (errno: 113 - No route to host).\n")
+    assert same["id"] == "torch.store_connect_failed"
+    refused = _root(tmp_path, head + "(node7, 29500). The client socket has failed to connect "
+                                     "to node7.mgmt:29500 (errno: 111 - Connection refused).\n")
+    assert refused["id"] == "torch.store_connect_failed"
+
+
+def test_the_older_tcpstore_connect_timeout_is_a_connection_failure(tmp_path):
+    root = _root(tmp_path, "RuntimeError: connect() timed out. Original timeout was 900000 ms.\n")
+    assert root["id"] == "torch.store_connect_timeout" and root["facts"]["timeout_ms"] == 900000
+
+
+def test_a_refused_socket_beats_the_catch_all_but_a_logged_retry_is_clean(tmp_path):
+    root = _root(tmp_path, "urllib3.exceptions.NewConnectionError: <conn>: Failed\n"
+                           "ConnectionRefusedError: [Errno 111] Connection refused\n")
+    assert root["id"] == "python.socket_connect_failed" and root["category"] == "connection"
+    assert _root(tmp_path, "WARNING:urllib3.connectionpool:Retrying after ConnectionError: "
+                           "read timed out (attempt 3)\n") is None

@@ -29,6 +29,21 @@ CONTEXT = {
     "nccl.ifname_set": ["export NCCL_SOCKET_IFNAME=ens9f0"],
     "launcher.node_rank_out_of_range": ["torchrun --node_rank=3 --nnodes=2 --nproc-per-node=4 train.py"],
 }
+# Inferred signatures that explain a specific failure (``explains``), not a generic NCCL error:
+# (context line, the failure it explains, a context line that must not explain it).
+EXPLAINED = {
+    "torch.store_name_unreachable": (
+        "[W socket.cpp:558] [c10d] The client socket has failed to connect to [gpu-head]:29500 "
+        "(errno: 113 - No route to host).",
+        "[E socket.cpp:610] [c10d] The client socket has failed to connect to any network "
+        "address of (10.1.2.3, 29500).",
+        "[W socket.cpp:558] [c10d] The client socket has failed to connect to [gpu-head]:29500 "
+        "(errno: 111 - Connection refused)."),
+    "launcher.nproc_exceeds_visible_gpus": (
+        "CUDA_VISIBLE_DEVICES=0,1 torchrun --nnodes=1 --nproc_per_node=4 train.py",
+        "RuntimeError: CUDA error: invalid device ordinal",
+        "CUDA_VISIBLE_DEVICES=0,1,2,3 torchrun --nnodes=1 --nproc_per_node=4 train.py"),
+}
 
 
 def _explain(tmp_path, lines: list[str], fmt: str | None = None):
@@ -40,7 +55,8 @@ def _explain(tmp_path, lines: list[str], fmt: str | None = None):
 
 def test_inferred_signatures_are_kept_out_of_line_matching():
     inferred = {s.id for s in inferred_signatures()}
-    assert inferred == set(CONTEXT) | {"lightning.duplicate_global_rank"}
+    assert inferred == set(CONTEXT) | set(EXPLAINED) | {"lightning.duplicate_global_rank"}
+    assert {s.id for s in inferred_signatures() if s.explains} == set(EXPLAINED)
     assert not inferred & {s.id for s in line_signatures()}
     for sig in inferred_signatures():
         assert "(inferred)" in sig.title and sig.example
@@ -117,3 +133,29 @@ def test_the_same_global_rank_announced_twice_is_a_rank_mismatch(tmp_path):
 def test_a_restarted_job_announcing_every_rank_again_is_clean(tmp_path):
     banners = [f"Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {r + 1}/4" for r in range(4)]
     assert _explain(tmp_path, banners + ["restarting"] + banners) == []
+
+
+@pytest.mark.parametrize("sig_id", sorted(EXPLAINED))
+def test_a_specific_failure_is_explained_by_its_context(tmp_path, sig_id):
+    context, failure, _ = EXPLAINED[sig_id]
+    findings = _explain(tmp_path, [context, "epoch 0 step 10", failure])
+    root = findings[0]
+    assert root["id"] == sig_id and root["line"] == 3, [f["id"] for f in findings]
+    assert root["inferred_from"]["line"] == 1
+    assert "{" not in root["explanation"] + root["fix"]
+    assert findings[1]["id"] in signature(sig_id).explains
+
+
+@pytest.mark.parametrize("sig_id", sorted(EXPLAINED))
+def test_a_context_that_does_not_fit_explains_nothing(tmp_path, sig_id):
+    _, failure, harmless = EXPLAINED[sig_id]
+    findings = _explain(tmp_path, [harmless, failure])
+    assert findings[0]["id"] in signature(sig_id).explains
+    assert all(f["id"] != sig_id for f in findings)
+    assert _explain(tmp_path, [EXPLAINED[sig_id][0], "epoch 0 step 10 loss 0.1"]) == []
+
+
+def test_a_generic_error_is_not_explained_by_a_signature_for_a_specific_failure(tmp_path):
+    context = EXPLAINED["launcher.nproc_exceeds_visible_gpus"][0]
+    root = _explain(tmp_path, [context, GENERIC[0]])[0]
+    assert root["id"] != "launcher.nproc_exceeds_visible_gpus"

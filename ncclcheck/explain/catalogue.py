@@ -48,7 +48,8 @@ class Signature:
     of the same log when the matched line does not carry them. ``priority`` (0-100) orders
     primary failures when log lines carry no comparable timestamps. ``inferred`` signatures
     are never matched line by line: their patterns read a context line (a setting, a launch
-    command, an INFO line) that names the likely cause when NCCL gave only a generic error.
+    command, an INFO line) that names the likely cause when NCCL gave only a generic error,
+    or, for the root causes listed in ``explains``, when that failure is only the symptom.
     """
 
     id: str
@@ -65,6 +66,7 @@ class Signature:
     requires: tuple[str, ...] = ()
     settings: tuple[tuple[str, str], ...] = ()
     inferred: bool = False
+    explains: tuple[str, ...] = ()
     compiled: tuple[re.Pattern[str], ...] = field(default=(), repr=False, compare=False)
 
     @property
@@ -72,13 +74,16 @@ class Signature:
         """The meaning text (alias used by probes)."""
         return self.meaning
 
-    def match(self, line: str) -> dict[str, Any] | None:
-        """Facts captured from ``line`` when one of the patterns matches it, else None."""
+    def match(self, line: str, known: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+        """Facts captured from ``line`` when one of the patterns matches it, else None.
+        ``known`` facts (an inferred cause's failing line) take part in ``requires``."""
         for pattern in self.compiled:
             found = pattern.search(line)
             if found:
                 facts = {k: _typed(v) for k, v in found.groupdict().items() if v is not None}
-                if all(_holds(condition, facts) for condition in self.requires):
+                facts.update(_counts(facts))
+                checked = {**(known or {}), **facts}
+                if all(_holds(condition, checked) for condition in self.requires):
                     return facts
         return None
 
@@ -86,6 +91,12 @@ class Signature:
         """(explanation, fix) with the facts filled in; unknown facts drop their optional part."""
         full = derived_facts(facts or {})
         return _fill(self.meaning, full), _fill(self.fix, full)
+
+
+def _counts(facts: Mapping[str, Any]) -> dict[str, int]:
+    """``x_count`` for every fact ``x_list`` (a comma-separated list such as 0,1,3)."""
+    return {name[:-5] + "_count": len(str(value).split(","))
+            for name, value in facts.items() if name.endswith("_list")}
 
 
 def derived_facts(facts: Mapping[str, Any]) -> dict[str, Any]:
@@ -140,9 +151,12 @@ _COMPARE = {
 
 
 def _holds(condition: str, facts: Mapping[str, Any]) -> bool:
-    """A ``requires`` condition such as ``member > world_size`` on integer facts."""
+    """A ``requires`` condition such as ``member > world_size`` on integer facts, or
+    ``host != master_addr`` on two text facts (compared without regard to case)."""
     left, op, right = _CONDITION.match(condition).groups()  # type: ignore[union-attr]
     values = [facts.get(t) if not t.lstrip("-").isdigit() else int(t) for t in (left, right)]
+    if op in ("==", "!=") and all(isinstance(v, str) for v in values):
+        return _COMPARE[op](values[0].casefold(), values[1].casefold())
     if not all(isinstance(v, int) for v in values):
         return False
     return _COMPARE[op](values[0], values[1])
@@ -201,6 +215,7 @@ def _build(entry: dict[str, Any]) -> Signature:
         requires=tuple(entry.get("requires", ())),
         settings=tuple(sorted(entry.get("settings", {}).items())),
         inferred=bool(entry.get("inferred", False)),
+        explains=tuple(entry.get("explains", ())),
         compiled=tuple(re.compile(p) for p in patterns),
     )
 

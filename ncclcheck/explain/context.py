@@ -19,9 +19,10 @@ MAX_PER_RANK_LINES = 4096   # version and banner lines remembered per run
 CONTEXT_TOKENS = (b"set by environment to", b"torchrun", b"torch.distributed.launch",
                   b"torch.distributed.run", b"deepspeed", b"accelerate launch", b"mpirun",
                   b"srun ", b"NCCL_SOCKET_IFNAME=", b"NCCL_GRAPH_FILE=", b"NCCL_TOPO_FILE=",
-                  b"NCCL_IB_DISABLE=", b"NCCL_NET=")
+                  b"NCCL_IB_DISABLE=", b"NCCL_NET=", b"failed to connect to")
 _KEEP = re.compile(r"set by environment to|NCCL_[A-Z_]+=|--n(?:nodes|proc)|--node[_-]rank|"
-                   r"Bootstrap ?: Using|NET/Socket ?: Using|NET/OFI|NET/Plugin")
+                   r"Bootstrap ?: Using|NET/Socket ?: Using|NET/OFI|NET/Plugin|"
+                   r"failed to connect to \[")
 _VERSION = re.compile(r"NCCL version (?P<version>\d+\.\d+\.\d+)")
 _BANNER = re.compile(r"(?:Initializing distributed|initializing ddp): GLOBAL_RANK: (?P<rank>\d+),"
                      r" MEMBER: \d+/(?P<world_size>\d+)")

@@ -38,13 +38,15 @@ def add_inferred(hits: Findings, context: LogContext,
         facts = sig.match(duplicate.message) or {}
         hits.add(_hit(sig, facts, duplicate, None, hits.hits))
     ranked = hits.ranked(settings)
-    if not ranked or not is_generic(ranked[0].signature.id, ranked[0].first.text):
+    if not ranked:
         return
-    generic = ranked[0].first
-    inferred = infer_cause(context)
+    failed = ranked[0].first
+    inferred = infer_cause(context, failed)
     if inferred is not None:
         sig, facts, source = inferred
-        hits.add(_hit(sig, facts, source, generic, generic.order))
+        if sig.explains:  # a cause read from the failure's own facts and a context line
+            facts = {**failed.facts, **facts}
+        hits.add(_hit(sig, facts, source, failed, failed.order))
 
 
 def is_generic(sig_id: str, text: str) -> bool:
@@ -54,10 +56,14 @@ def is_generic(sig_id: str, text: str) -> bool:
     return sig_id == CATCH_ALL and bool(_GENERIC_TEXT.search(text))
 
 
-def infer_cause(context: LogContext) -> tuple[Signature, dict[str, Any], ContextLine] | None:
-    """The most telling context fact: (inferred signature, its facts, the line it is from)."""
+def infer_cause(context: LogContext, failed: Hit | None = None,
+                ) -> tuple[Signature, dict[str, Any], ContextLine] | None:
+    """The most telling context fact behind the root cause ``failed`` (None: a generic NCCL
+    error): (inferred signature, its facts, the line it is from)."""
+    generic = failed is None or is_generic(failed.signature.id, failed.text)
+    known = failed.facts if failed is not None else {}
     candidates: list[tuple[int, int, Signature, dict[str, Any], ContextLine]] = []
-    versions = context.differing_versions()
+    versions = context.differing_versions() if generic else None
     if versions is not None:
         sig = signature(VERSIONS_DIFFER)
         first, second = versions
@@ -65,10 +71,10 @@ def infer_cause(context: LogContext) -> tuple[Signature, dict[str, Any], Context
                  "line1": first.line}
         candidates.append((-sig.priority, 0, sig, facts, second))
     for sig in inferred_signatures():
-        if sig.id in (VERSIONS_DIFFER, DUPLICATE_RANK):
+        if sig.id in (VERSIONS_DIFFER, DUPLICATE_RANK) or not _applies(sig, failed, generic):
             continue
         for order, where in enumerate(context.lines):
-            facts = sig.match(where.message)
+            facts = sig.match(where.message, known)
             if facts is not None:
                 candidates.append((-sig.priority, order, sig, facts, where))
                 break
@@ -76,6 +82,14 @@ def infer_cause(context: LogContext) -> tuple[Signature, dict[str, Any], Context
         return None
     _, _, sig, facts, where = min(candidates, key=lambda c: (c[0], c[1]))
     return sig, facts, where
+
+
+def _applies(sig: Signature, failed: Hit | None, generic: bool) -> bool:
+    """Whether ``sig`` may explain the root cause: NCCL's generic errors for signatures that
+    list no ``explains``, else exactly the failures they list."""
+    if not sig.explains:
+        return generic
+    return failed is not None and failed.signature.id in sig.explains
 
 
 def _version(where: ContextLine) -> str:
