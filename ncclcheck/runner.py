@@ -55,6 +55,10 @@ class Request:
     nodes: int | None = None
     gpus_per_node: int | None = None
     timeout: float = 60.0
+    # time.monotonic() when the command started, which --timeout counts from (the CLI passes
+    # the process's start, so interpreter start-up on a loaded host is inside the deadline);
+    # None: when ``check`` is called.
+    started: float | None = None
 
 
 def package_version(name: str) -> str | None:
@@ -145,6 +149,8 @@ def check(request: Request, *, env: Mapping[str, str] | None = None, output: Out
     ctx = ProbeContext(env=dict(os.environ if env is None else env), nodes=request.nodes,
                        gpus_per_node=request.gpus_per_node, timeout=request.timeout,
                        options=request.options)
+    if request.started is not None:
+        ctx.started = request.started
     from ncclcheck.cluster.job import cluster_layout, run_cluster
     layout = None if local else cluster_layout(ctx.env)
     if layout is not None:  # one of several ranks: rank 0 reports for the whole job
