@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 import click
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     from ncclcheck.context import ProbeOptions
 
 FORMATS = ("table", "json", "markdown")
+MAX_STARTUP_S = 60.0  # older than this, the process did not just start for this command
 
 
 class UsageFailure(click.UsageError):
@@ -96,9 +98,12 @@ def _run(families: list[str], fmt: str, junit: str | None, timeout: float, stric
     """Every probe command ends here: one library call, then its exit code."""
     from ncclcheck.context import ProbeOptions
     from ncclcheck.runner import Output, Request, check, finish
+    context = click.get_current_context()
+    process_start = context.obj if isinstance(context.obj, float) else None
+    known = [t for t in (started, process_start) if t is not None]
     request = Request(tuple(families), options or ProbeOptions(), nodes, gpus_per_node, timeout,
-                      started)
-    meta = click.get_current_context().meta
+                      started=min(known) if known else None)
+    meta = context.meta
     output = Output(fmt, junit, strict, prom_file=meta.get("ncclcheck.prom_file"),
                     on_fail=meta.get("ncclcheck.on_fail"))
     outcome = check(request, output=output, store_port=meta.get("ncclcheck.store_port"),
@@ -300,6 +305,21 @@ def explain(paths, fmt, exit_code, list_catalogue) -> None:
     sys.exit(run_explain(list(paths), fmt, exit_code, list_catalogue, UsageFailure))
 
 
+def process_started() -> float | None:
+    """When this process started, as a time.monotonic() value, so that --timeout counts from
+    the command's start (interpreter and imports take seconds on a loaded host); None when
+    /proc does not say or the process is older than a command's start-up (main() called by a
+    long-running program)."""
+    import time
+    try:
+        after_name = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        start_ticks = int(after_name[19])  # field 22, starttime, in clock ticks since boot
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+    return time.monotonic() - age if 0.0 <= age <= MAX_STARTUP_S else None
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: usage errors become one line on stderr and exit code 2, never a traceback."""
     args = sys.argv[1:] if argv is None else argv
@@ -307,7 +327,8 @@ def main(argv: list[str] | None = None) -> None:
         click.echo(cli.get_help(click.Context(cli, info_name="ncclcheck")))
         sys.exit(0)
     try:
-        result = cli.main(args=args, prog_name="ncclcheck", standalone_mode=False)
+        result = cli.main(args=args, prog_name="ncclcheck", standalone_mode=False,
+                          obj=process_started() if argv is None else None)
     except SystemExit:
         raise
     except click.UsageError as exc:

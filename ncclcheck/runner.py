@@ -55,8 +55,9 @@ class Request:
     nodes: int | None = None
     gpus_per_node: int | None = None
     timeout: float = 60.0
-    # time.monotonic() when the command began: work done before check() (option validation
-    # that imports Lightning) counts against the same deadline. None: now.
+    # time.monotonic() when the command started, which --timeout counts from (the CLI passes
+    # the process's start, so interpreter start-up on a loaded host and option validation that
+    # imports Lightning are inside the deadline); None: when ``check`` is called.
     started: float | None = None
 
 

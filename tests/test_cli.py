@@ -154,3 +154,13 @@ def test_probe_overrunning_the_deadline_is_named():
     assert results[0].category.value == "timeout"
     later = run_family(Family("nccl", "test_cli:raising_probe", "x"), ctx)
     assert "did not run" in later[0].summary
+
+
+def test_the_deadline_counts_from_the_process_start():
+    """--timeout counts from when the command started: a process that spent 2 s before the
+    CLI ran (a slow interpreter start on a loaded host) has 2 s less."""
+    code = ("import time; time.sleep(2); from ncclcheck.cli import process_started; "
+            "print(time.monotonic() - process_started())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, check=True).stdout
+    assert 2.0 <= float(out) < 30.0

@@ -216,3 +216,19 @@ def test_expectation_reads_the_launch_not_just_world_size():
     mpi = {"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "6"}
     layout, _ = read_layout(mpi)
     assert expectation(layout, mpi).launch == 6
+
+
+def test_the_job_checks_do_not_depend_on_arrival_order():
+    """The same processes reaching the store in another order (other slots) get the same
+    job-wide verdict, word for word: duplicates are named by where they run, not by who came
+    first."""
+    placed = [(0, "node0", 0), (1, "node0", 2), (1, "node0", 1), (5, "node1", 0), (-1, "node1", 1),
+              (2, "node1", 0)]
+
+    def verdict(order: list[int]) -> list[tuple]:
+        members = [member(*placed[i], slot=slot, pid=100 + i)
+                   for slot, i in enumerate(order, start=1)]
+        gathered = Gathered(4, members, {m["slot"] for m in members}, 2)
+        return [(c.id, c.status, c.summary, c.details.get("where")) for c in cluster_checks(gathered)]
+
+    assert verdict([0, 1, 2, 3, 4]) == verdict([4, 3, 2, 1, 0])

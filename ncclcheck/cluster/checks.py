@@ -61,7 +61,8 @@ def check_hosts(job: Gathered) -> CheckResult:
         shape = (f"{len(counts)} hosts, {n} rank{'s' if n != 1 else ''} each" if len(counts) > 1
                  else f"1 host with {n} rank{'s' if n != 1 else ''}")
         return passed("cluster.hosts", shape, ranks_per_host=dict(counts))
-    usual = Counter(counts.values()).most_common(1)[0][0]
+    tally = Counter(counts.values())  # a tie goes to the larger count, whoever came first
+    usual = max(tally, key=lambda n: (tally[n], n))
     odd = {h: n for h, n in counts.items() if n != usual}
     return failed("cluster.hosts",
                   "hosts run different numbers of ranks: " + ", ".join(

@@ -135,9 +135,17 @@ def check_reported(job: Gathered) -> CheckResult:
 
 
 # -- duplicated / out-of-range / negative ranks --------------------------------------------------
+def _place(member: dict[str, Any]) -> tuple[str, int, int]:
+    """Where a process runs (host, local rank, pid): an order that does not depend on which
+    process reached the store first."""
+    local = member.get("local_rank")
+    return (str(member.get("host")), local if isinstance(local, int) else -1,
+            member.get("pid") or 0)
+
+
 def check_rank_ids(job: Gathered) -> CheckResult:
     claims: dict[int, list[dict[str, Any]]] = {}
-    for m in job.members:
+    for m in sorted(job.members, key=_place):  # named in the same order whoever came first
         if _rank(m) is not None:
             claims.setdefault(_rank(m), []).append(m)
     dups = {r: ms for r, ms in claims.items() if len(ms) > 1}
