@@ -33,9 +33,12 @@ _FAILED = re.compile(
     r"\b(?:ERROR|FATAL|Fatal error)\b|\berror\b(?![:=]?\s*[\d.]+)|Segmentation fault|"
     r"core dumped|\bKilled\b|\bAborted\b|bus error|exit ?code:? ?-?[1-9]|\bSIG[A-Z]{3,5}\b|"
     r"NCCL error|nccl\w+Error|CUDA error|\bfail(?:ed|ure)\b")
-# A line that is only information or a warning the program carried on from.
+# A line that is only information or a warning the program carried on from (glog's
+# ``[W socket.cpp:601]`` / ``W0611 11:44:19`` included).
 _HARMLESS = re.compile(r"\bINFO\b|\bWARNING\b|Warning\b|deprecat|\bno errors?\b|"
-                       r"without errors?|\b0 errors?\b", re.I)
+                       r"without errors?|\b0 errors?\b|"
+                       r"(?-i:^\W*\[?[WI]\d{0,4}[ \]]\S*\.(?:cpp|cc|h)\b)",
+                       re.I)
 _NCCL_WARN = re.compile(r"\bNCCL WARN\b|^\s*WARN\b")
 
 
