@@ -47,7 +47,28 @@ def failures_markdown() -> str:
     out += [f"| [`{s.id}`](#{_anchor(s.id)}) | {s.category.value} | {s.title} |" for s in sigs]
     for sig in sigs:
         out += ["", *_section(sig)]
+    out += ["", *_fallback_section()]
     return "\n".join(out) + "\n"
+
+
+def _fallback_section() -> list[str]:
+    """The keyword fallback's findings (fallback.<category>) and the words behind them."""
+    from ncclcheck.explain.cues import CUES, GENERAL_FIX
+    lines = ["## Keyword fallback: fallback.&lt;category&gt;", "",
+             "When the log shows that the run failed (an exception, an error or fatal line, a "
+             "fatal signal) but no signature above explains it — no finding, or only "
+             "consequences and warnings — the error lines' words are scored per category "
+             "(failure lines 2, NCCL warnings 1, INFO lines 0.5; times the word's weight). "
+             "When the best category scores at least 4 and 1.5 times the runner-up, one "
+             "low-confidence finding `fallback.<category>` (\"Most likely: <category>\") names "
+             "the line and the word, and gives the category's general fix. It never replaces a "
+             "recognised failure.", "", "| category | words (weight) | general fix |",
+             "|---|---|---|"]
+    for category, fix in GENERAL_FIX.items():
+        words = "; ".join(f"`{c.pattern.pattern.replace('|', chr(92) + '|')}` ({c.weight})"
+                          for c in CUES if c.category == category)
+        lines.append(f"| {category.value} | {words or '—'} | {fix} |")
+    return lines
 
 
 def _section(sig: Signature) -> list[str]:

@@ -12,6 +12,7 @@ from typing import Any, Callable, Iterable
 from ncclcheck.explain.catalogue import Signature, line_signatures
 from ncclcheck.explain.context import LogContext
 from ncclcheck.explain.excerpt import excerpt
+from ncclcheck.explain.fallback import ErrorCues, add_fallback
 from ncclcheck.explain.findings import Finding, Findings, Hit
 from ncclcheck.explain.infer import add_inferred
 from ncclcheck.explain.lines import LineInfo, parse_line, stamp_in
@@ -127,25 +128,27 @@ def explain_sources(items: list[Source]) -> Explanation:
     summary = NcclSummary()
     hits = Findings()
     context = LogContext()
+    cues = ErrorCues()
     for source in items:
         stream = source.open()
         try:
             lines, physical = unwrap(stream)
             _scan_one(source.name, scanner.lines(lines), matcher, summary, hits, physical,
-                      context)
+                      context, cues)
         except (OSError, EOFError, zlib.error) as exc:  # truncated gzip, I/O error mid-read
             raise InputError(f"cannot read {source.name}: {exc}") from None
         finally:
             if source.path is not None:
                 stream.close()
     add_inferred(hits, context, summary.settings)
+    add_fallback(hits, cues)
     return Explanation(hits.ranked(summary.settings), summary.to_dict(),
                        [s.name for s in items])
 
 
 def _scan_one(name: str, candidates: Iterable[Candidate], matcher: Matcher,
               summary: NcclSummary, hits: Findings, physical: Callable[[int], int],
-              context: LogContext) -> None:
+              context: LogContext, cues: ErrorCues) -> None:
     year: int | None = None
     above: str | None = None  # the message of the candidate line before, for continuations
     named = _RANK_FILE.search(os.path.basename(name))
@@ -158,6 +161,8 @@ def _scan_one(name: str, candidates: Iterable[Candidate], matcher: Matcher,
             summary.feed(info.message)
         if cand.info or cand.context or cand.gated:
             context.feed(name, physical(cand.number), cand.text, info.message)
+        if cand.error or cand.gated or cand.info:
+            cues.feed(name, physical(cand.number), cand.text, info.message)
         if not cand.gated:
             continue
         matched = matcher.match(info.message)

@@ -19,7 +19,12 @@ BLOCK = 8 << 20            # bytes read at a time
 MAX_LINE = 64 << 10        # longest text kept for one line (the part around the hit)
 MAX_INFO_LINES = 10_000    # NCCL INFO lines per file given to the summary
 MAX_CONTEXT_LINES = 2_000  # launch / setting lines per file given to the context
-GATE, INFO, CONTEXT = 1, 2, 8  # why a line is a candidate (bit flags)
+MAX_ERROR_LINES = 2_000    # error-looking lines per file given to the keyword fallback
+GATE, INFO, CONTEXT, ERROR = 1, 2, 8, 16  # why a line is a candidate (bit flags)
+# Words of an error line (fallback.py scores their category cues when no signature matched).
+ERROR_TOKENS = (b"rror", b"RROR", b"ailed", b"FAIL", b"ailure", b"xception", b"WARN", b"Killed",
+                b"ignal", b"SIG", b"core dumped", b"Abort", b"timed out", b"refused", b"atal",
+                b"ATAL")
 INFO_TOKENS = (b"NCCL INFO", b"NCCL version")
 LAST_ERROR = b"Last error:"
 # A line whose message goes on below it: torch's "Last error:" echo, an exception header
@@ -40,6 +45,7 @@ class Candidate:
     before: Callable[[int], list[str]]
     continues: bool = False          # may be the rest of the message on the line above
     context: bool = False            # may name a setting or launch option (context.py)
+    error: bool = False              # may be an error line (fallback.py)
 
 
 class Scanner:
@@ -49,12 +55,14 @@ class Scanner:
         self.index = index
         self.block = block
         self._context_left = MAX_CONTEXT_LINES
+        self._error_left = MAX_ERROR_LINES
 
     def lines(self, stream: BinaryIO) -> Iterator[Candidate]:
         line_base = 1          # number of the first line in the current buffer
         carry = b""
         info_left = MAX_INFO_LINES
         self._context_left = MAX_CONTEXT_LINES
+        self._error_left = MAX_ERROR_LINES
         pending_next = False   # the previous block ended on "Last error:"
         while True:
             data = stream.read(self.block)
@@ -104,6 +112,10 @@ class Scanner:
             if self._context_left > 0:
                 self._context_left -= self._collect(body, token, starts, CONTEXT,
                                                     limit=self._context_left)
+        for token in ERROR_TOKENS:
+            if self._error_left > 0:
+                self._error_left -= self._collect(body, token, starts, ERROR,
+                                                  limit=self._error_left)
         out: list[Candidate] = []
         if not starts:
             return out, False, info_left
@@ -123,7 +135,8 @@ class Scanner:
             if why & INFO:
                 info_left -= 1
             out.append(Candidate(number, _decode(raw), bool(why & GATE), bool(why & INFO),
-                                 _before(body, start), bool(why & NEXT), bool(why & CONTEXT)))
+                                 _before(body, start), bool(why & NEXT), bool(why & CONTEXT),
+                                 bool(why & ERROR)))
             if why & GATE and _GOES_ON.search(raw):
                 nxt = end + 1
                 if nxt >= len(body):

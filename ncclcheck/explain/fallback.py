@@ -1,0 +1,147 @@
+"""When an error is visible but no signature names it: the most likely category, by its words.
+
+A real log often fails with a message the catalogue does not know (a new wording, a library it
+does not cover). The error lines still speak the taxonomy's vocabulary (``ibv_``, ``/dev/shm``,
+``getaddrinfo``, ``out of memory``; cues.py). Each error line's cues are scored per category
+(an error line counts more than a warning or an INFO line, a distinctive word more than a
+shared one); when the best category is clearly ahead, one low-confidence finding
+``fallback.<category>`` says so, names the line and the word, and gives the category's general
+fix. It is added only when the log shows that the run failed (an exception, a fatal signal, an
+error line): a healthy log whose INFO lines or warnings mention the same words stays clean.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from ncclcheck.explain.catalogue import Signature
+from ncclcheck.explain.cues import CUES, GENERAL_FIX
+from ncclcheck.explain.findings import Findings, Hit
+from ncclcheck.model import Category
+
+PREFIX = "fallback."
+PRIORITY = 37          # above the catch-all (36); it only ever competes with consequences
+MIN_SCORE = 4.0        # the best category's score needed at all
+LEAD = 1.5             # ... and how many times the runner-up's it must be
+MAX_DISTINCT = 2048    # distinct error messages scored per run
+
+# A line that shows the run failed (not only that something was retried or probed).
+_FAILED = re.compile(
+    r"Traceback \(most recent call last\)|^\W*(?:[\w.]+\.)?\w*(?:Error|Exception)\b|"
+    r"\b(?:ERROR|FATAL|Fatal error)\b|\berror\b(?![:=]?\s*[\d.]+)|Segmentation fault|"
+    r"core dumped|\bKilled\b|\bAborted\b|bus error|exit ?code:? ?-?[1-9]|\bSIG[A-Z]{3,5}\b|"
+    r"NCCL error|nccl\w+Error|CUDA error|\bfail(?:ed|ure)\b")
+# A line that is only information or a warning the program carried on from (glog's
+# ``[W socket.cpp:601]`` / ``W0611 11:44:19`` included).
+_HARMLESS = re.compile(r"\bINFO\b|\bWARNING\b|Warning\b|deprecat|\bno errors?\b|"
+                       r"without errors?|\b0 errors?\b|"
+                       r"(?-i:^\W*\[?[WI]\d{0,4}[ \]]\S*\.(?:cpp|cc|h)\b)",
+                       re.I)
+_NCCL_WARN = re.compile(r"\bNCCL WARN\b|^\s*WARN\b")
+
+
+@dataclass(frozen=True)
+class ErrorLine:
+    """Where a cue was read from."""
+
+    file: str
+    line: int
+    text: str
+    cue: str
+
+
+@dataclass
+class ErrorCues:
+    """Cue scores per category over the error lines of a run (each distinct message once)."""
+
+    scores: dict[Category, float] = field(default_factory=dict)
+    best_line: dict[Category, tuple[float, ErrorLine]] = field(default_factory=dict)
+    failed: ErrorLine | None = None
+    _seen: set[str] = field(default_factory=set)
+
+    def feed(self, file: str, line: int, text: str, message: str) -> None:
+        """Score ``message`` when it is an error line (a warning or INFO line counts less)."""
+        if message in self._seen or len(self._seen) >= MAX_DISTINCT:
+            return
+        self._seen.add(message)
+        weight = line_weight(message)
+        if weight <= 0:
+            return
+        if weight >= 2 and self.failed is None:
+            self.failed = ErrorLine(file, line, text.strip()[:2000], "")
+        for category, (cue_weight, word) in line_cues(message).items():
+            score = weight * cue_weight
+            self.scores[category] = self.scores.get(category, 0.0) + score
+            kept = self.best_line.get(category)
+            if kept is None or score > kept[0]:
+                self.best_line[category] = (score, ErrorLine(file, line, text.strip()[:2000],
+                                                             word))
+
+    def verdict(self) -> tuple[Category, ErrorLine] | None:
+        """The category clearly ahead, with its best line; None when none is, or the run
+        shows no failure at all."""
+        if self.failed is None or not self.scores:
+            return None
+        ordered = sorted(self.scores.items(), key=lambda item: -item[1])
+        best, score = ordered[0]
+        runner_up = ordered[1][1] if len(ordered) > 1 else 0.0
+        if score < MIN_SCORE or score < LEAD * runner_up:
+            return None
+        return best, self.best_line[best][1]
+
+
+def line_weight(message: str) -> float:
+    """2 for a failure line (exception, error, fatal signal), 1 for an NCCL warning, 0.5 for
+    an INFO line, 0 for the rest."""
+    harmless = _HARMLESS.search(message)
+    if _NCCL_WARN.search(message):
+        return 1.0
+    if harmless:
+        return 0.5 if "INFO" in message else 0.0
+    return 2.0 if _FAILED.search(message) else 0.0
+
+
+def line_cues(message: str) -> dict[Category, tuple[int, str]]:
+    """Per category, the heaviest cue on the line and the word that matched it."""
+    found: dict[Category, tuple[int, str]] = {}
+    for cue in CUES:
+        match = cue.pattern.search(message)
+        if match and cue.weight > found.get(cue.category, (0, ""))[0]:
+            found[cue.category] = (cue.weight, match.group(0))
+    return found
+
+
+@lru_cache(maxsize=None)
+def fallback_signature(category: Category) -> Signature:
+    """The finding a keyword verdict for ``category`` reads as."""
+    return Signature(
+        id=PREFIX + category.value, category=category,
+        title=f"Most likely: {category.value} (inferred from keywords)",
+        meaning=(f"No known failure message matched, but the error on line {{line}} "
+                 f"names '{{cue}}', a word of the {category.value} category: the run most likely "
+                 f"failed for that reason. This is an inference from keywords, not a "
+                 f"recognised message; read that line to confirm."),
+        fix=GENERAL_FIX[category], patterns=(), literals=(), example="",
+        priority=PRIORITY, inferred=True)
+
+
+def add_fallback(hits: Findings, cues: ErrorCues) -> None:
+    """Add the keyword verdict when nothing explains the failure: no finding, or only
+    consequences and warnings. A primary failure, even the catch-all or a generic NCCL error,
+    is kept: letting a cue replace those was measured on a held-out half of the world corpus's
+    dev split and lost more cases than it won."""
+    ranked = hits.ranked()
+    if ranked and ranked[0].tier == 0:
+        return
+    verdict = cues.verdict()
+    if verdict is None:
+        return
+    category, where = verdict
+    if ranked and ranked[0].signature.category == category:
+        return
+    facts = {"line": where.line, "cue": where.cue}
+    hits.add(Hit(fallback_signature(category), facts, where.file, where.line, where.text,
+                 None, None, None, hits.hits,
+                 inferred_from={"file": where.file, "line": where.line, "text": where.text[:300]}))
