@@ -102,11 +102,16 @@ def test_bad_inputs_never_traceback(tmp_path):
     assert len(data["files"]) == 1000
     assert data["findings"][0]["id"] == "cuda.illegal_memory_access"
     assert data["findings"][0]["rank"] == 517
-    for name in ("empty.log", "one-line.log", "random.bin", "latin1.log"):
+    for name in ("empty.log", "one-line.log", "latin1.log"):
         done = run_cli("--exit-code", str(tmp_path / name), timeout=120)
         assert done.returncode == 0, (name, done.stderr)
         assert b"No known failure found." in done.stdout
         assert_no_traceback(done)
+    # Binary input alone is unusable input: one line on stderr, exit 2, nothing on stdout.
+    done = run_cli("--exit-code", str(tmp_path / "random.bin"), timeout=120)
+    assert done.returncode == 2 and done.stdout == b"", done.stderr
+    assert done.stderr.count(b"\n") == 1 and b"binary, not a log" in done.stderr
+    assert_no_traceback(done)
 
 
 def test_explain_never_imports_torch():

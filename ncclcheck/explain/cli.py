@@ -20,6 +20,9 @@ def run_explain(paths: list[str], fmt: str, exit_code: bool, list_catalogue: boo
         raise usage_error("no log given: pass PATH ... or pipe a log into `ncclcheck explain -`")
     try:
         screened = screen(sources(paths))
+        if screened.binary and not screened.readable:  # nothing but binary files: bad input
+            shown = ", ".join(screened.binary[:3]) + (", ..." if len(screened.binary) > 3 else "")
+            raise InputError(f"{shown}: binary, not a log (give the job's text output)")
         result = explain_sources(screened.readable)
     except InputError as exc:
         raise usage_error(str(exc)) from None
