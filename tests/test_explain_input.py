@@ -21,20 +21,19 @@ def _notes(done) -> list[str]:
     return done.stderr.decode().strip().splitlines()
 
 
-def test_a_binary_file_is_skipped_with_a_note(tmp_path):
+def test_a_binary_file_alone_is_unusable_input(tmp_path):
     binary = tmp_path / "libfake.so"
     # a library holds NCCL's message formats; read as text it would "match"
     binary.write_bytes(b"\x7fELF\x00\x00" + b"NCCL WARN Invalid rank requested : 6/4\n" * 3)
     done = explain("--format", "json", str(binary))
-    assert done.returncode == 0
-    assert json.loads(done.stdout)["findings"] == []
-    assert any("binary" in n and str(binary) in n for n in _notes(done))
-    assert any("no lines were read" in n for n in _notes(done))
+    assert done.returncode == 2 and done.stdout == b""
+    assert len(_notes(done)) == 1 and "binary, not a log" in _notes(done)[0]
+    assert str(binary) in _notes(done)[0]
 
 
 def test_a_real_executable_says_binary():
     done = explain(shutil.which("ls") or "/bin/ls")
-    assert done.returncode == 0 and b"Traceback" not in done.stderr
+    assert done.returncode == 2 and b"Traceback" not in done.stderr
     assert "binary" in done.stderr.decode()
 
 
