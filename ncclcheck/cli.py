@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
@@ -93,16 +92,15 @@ def probe_options(func: Callable) -> Callable:
 
 
 def _run(families: list[str], fmt: str, junit: str | None, timeout: float, strict: bool,
-         nodes: int | None, gpus_per_node: int | None, options: "ProbeOptions | None" = None,
-         started: float | None = None) -> None:
+         nodes: int | None, gpus_per_node: int | None, options: "ProbeOptions | None" = None
+         ) -> None:
     """Every probe command ends here: one library call, then its exit code."""
     from ncclcheck.context import ProbeOptions
     from ncclcheck.runner import Output, Request, check, finish
     context = click.get_current_context()
-    process_start = context.obj if isinstance(context.obj, float) else None
-    known = [t for t in (started, process_start) if t is not None]
+    started = context.obj if isinstance(context.obj, float) else None
     request = Request(tuple(families), options or ProbeOptions(), nodes, gpus_per_node, timeout,
-                      started=min(known) if known else None)
+                      started=started)
     meta = context.meta
     output = Output(fmt, junit, strict, prom_file=meta.get("ncclcheck.prom_file"),
                     on_fail=meta.get("ncclcheck.on_fail"))
@@ -185,7 +183,6 @@ def ranks(fmt, junit, timeout, strict, nodes, gpus_per_node, lightning, cluster_
       ncclcheck ranks --lightning --num-nodes 2 --devices 4
       ncclcheck ranks --cluster-env my_envs:MyEnvironment --nodes 2 --gpus-per-node 4
     """
-    started = time.monotonic()
     if lightning or cluster_env:
         from ncclcheck.lightning.probe import validate_options
         try:
@@ -194,7 +191,7 @@ def ranks(fmt, junit, timeout, strict, nodes, gpus_per_node, lightning, cluster_
             raise UsageFailure(str(exc).splitlines()[0]) from None
     from ncclcheck.context import ProbeOptions, RanksOptions
     _run(["ranks"], fmt, junit, timeout, strict, nodes, gpus_per_node,
-         ProbeOptions(ranks=RanksOptions(lightning=lightning, cluster_env=cluster_env)), started)
+         ProbeOptions(ranks=RanksOptions(lightning=lightning, cluster_env=cluster_env)))
 
 
 @cli.command()

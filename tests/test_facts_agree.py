@@ -6,7 +6,6 @@ the NCCL wheel preference, version decoding), checked against the real libnccl w
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
@@ -18,7 +17,8 @@ from ncclcheck.ncclib.discovery import discover
 from ncclcheck.ncclib.library_names import SHIPPED, name_source, read_library_names
 from ncclcheck.ncclib.loader import ask_library
 from ncclcheck.ncclib.settings import LintFacts, closest_name, lint_one
-from ncclcheck.network.interfaces import list_interfaces, predict_nccl_bootstrap, with_nccl_conf
+from ncclcheck.ncclib.config_files import nccl_environment
+from ncclcheck.network.interfaces import list_interfaces, predict_nccl_bootstrap
 from ncclcheck.probes.nccl import check_bootstrap, local_interfaces
 
 BARE = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent-facts"}  # no ~/.nccl.conf
@@ -58,7 +58,7 @@ def test_config_file_spaces_are_kept_by_both_families_as_by_libnccl(tmp_path, li
     conf.write_text("NCCL_SOCKET_IFNAME = eth0\nNCCL_IB_HCA=mlx5 \r\n")
     env = {**BARE, "NCCL_CONF_FILE": str(conf)}
     etc = str(tmp_path / "absent")
-    net_view = with_nccl_conf(env, etc)
+    net_view = nccl_environment(env, etc)
     nccl_view = {n: s.value for n, s in
                  effective_settings(env, read_config_files(env, etc)).items()}
     names = ["NCCL_SOCKET_IFNAME ", "NCCL_SOCKET_IFNAME", "NCCL_IB_HCA"]

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import pytest
 
+from ncclcheck.ncclib.config_files import nccl_environment
 from ncclcheck.network.interfaces import (Address, IfList, Interface, explain_nccl_choice,
                                   gloo_interface_names, list_ib_ports, list_interfaces,
                                   parse_version, predict_gloo_interface, predict_gloo_interfaces,
                                   predict_nccl_bootstrap, predict_nccl_interfaces, propose_ifname,
-                                  socket_family, with_nccl_conf)
+                                  socket_family)
 
 
 def iface(name, *addrs, up=True, running=None, loopback=False, mask="255.255.255.0"):
@@ -148,13 +149,13 @@ def test_nccl_conf_files_fill_unset_values_only(tmp_path):
     user.write_text("# comment\nNCCL_SOCKET_IFNAME==eth0\r\nNCCL_DEBUG=INFO\n")
     etc = tmp_path / "etc.conf"
     etc.write_text("NCCL_SOCKET_IFNAME=ib\nNCCL_SOCKET_FAMILY=AF_INET\nnot a setting\n")
-    env = with_nccl_conf({"NCCL_CONF_FILE": str(user), "NCCL_DEBUG": "WARN"}, str(etc))
+    env = nccl_environment({"NCCL_CONF_FILE": str(user), "NCCL_DEBUG": "WARN"}, str(etc))
     assert env["NCCL_SOCKET_IFNAME"] == "=eth0" and env["NCCL_DEBUG"] == "WARN"
     assert env["NCCL_SOCKET_FAMILY"] == "AF_INET"
     home = tmp_path / "home"
     home.mkdir()
     (home / ".nccl.conf").write_text("NCCL_SOCKET_IFNAME=bond\n")
-    assert with_nccl_conf({"HOME": str(home)}, str(etc))["NCCL_SOCKET_IFNAME"] == "bond"
+    assert nccl_environment({"HOME": str(home)}, str(etc))["NCCL_SOCKET_IFNAME"] == "bond"
 
 
 def test_ib_ports_from_sysfs(tmp_path):

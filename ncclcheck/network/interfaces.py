@@ -9,9 +9,6 @@ pure). NCCL settings as NCCL sees them (environment + config files) come from
 
 from __future__ import annotations
 
-from typing import Mapping
-
-from ncclcheck.ncclib.config_files import ETC_CONF, nccl_environment
 from ncclcheck.network.enumeration import list_ib_devices, list_ib_ports, list_interfaces
 from ncclcheck.network.iflist import MAX_IFS, IfList, dead_entries, ifname_setting, socket_family
 from ncclcheck.network.model import (INET, INET6, VIRTUAL_BRIDGE_PREFIXES, Address, IbPort,
@@ -23,17 +20,12 @@ from ncclcheck.network.selection import (LATEST_RULES, NcclPrediction, explain_n
                                          propose_ifname, tp_interface_name)
 
 
-def with_nccl_conf(env: Mapping[str, str], etc_conf: str = ETC_CONF) -> dict[str, str]:
-    """The environment as libnccl sees it (the config files' values added where unset)."""
-    return nccl_environment(env, etc_conf)
-
-
 __all__ = [
     "Address", "Interface", "IbPort", "IfList", "SocketChoice", "NcclPrediction", "dead_entries",
     "list_interfaces", "list_ib_ports", "list_ib_devices", "explain_nccl_choice",
     "predict_nccl_interfaces", "predict_nccl_bootstrap", "predict_gloo_interface",
     "predict_gloo_interfaces", "gloo_interface_names", "tp_interface_name", "propose_ifname",
     "parse_version", "socket_family", "ifname_setting", "interface_for_address", "find",
-    "with_nccl_conf", "getaddrinfo_first", "INET", "INET6", "MAX_IFS", "LATEST_RULES",
+    "getaddrinfo_first", "INET", "INET6", "MAX_IFS", "LATEST_RULES",
     "VIRTUAL_BRIDGE_PREFIXES",
 ]
