@@ -56,7 +56,8 @@ def _explain(tmp_path, lines: list[str], fmt: str | None = None):
 def test_inferred_signatures_are_kept_out_of_line_matching():
     inferred = {s.id for s in inferred_signatures()}
     assert inferred == set(CONTEXT) | set(EXPLAINED) | {"lightning.duplicate_global_rank"}
-    assert {s.id for s in inferred_signatures() if s.explains} == set(EXPLAINED)
+    assert {s.id for s in inferred_signatures()
+            if s.explains and "generic" not in s.explains} == set(EXPLAINED)
     assert not inferred & {s.id for s in line_signatures()}
     for sig in inferred_signatures():
         assert "(inferred)" in sig.title and sig.example
@@ -159,3 +160,29 @@ def test_a_generic_error_is_not_explained_by_a_signature_for_a_specific_failure(
     context = EXPLAINED["launcher.nproc_exceeds_visible_gpus"][0]
     root = _explain(tmp_path, [context, GENERIC[0]])[0]
     assert root["id"] != "launcher.nproc_exceeds_visible_gpus"
+
+
+# A connection NCCL could not make, on an address only its own host can reach.
+CONNECT_FAILED = ("node2:4410:4460 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to "
+                  "172.17.0.1<48425> failed : Connection refused")
+
+
+@pytest.mark.parametrize("sig_id", ["nccl.ifname_virtual", "nccl.bootstrap_virtual_interface"])
+def test_a_failed_connection_is_explained_by_a_virtual_interface(tmp_path, sig_id):
+    findings = _explain(tmp_path, CONTEXT[sig_id] + ["epoch 0 step 10", CONNECT_FAILED])
+    root = findings[0]
+    assert root["id"] == sig_id and root["category"] == "interface", [f["id"] for f in findings]
+    assert root["inferred_from"]["text"] == CONTEXT[sig_id][-1]
+    assert findings[1]["id"] == "nccl.connect_failed"
+
+
+def test_a_failed_connection_on_a_real_interface_stays_a_connection_failure(tmp_path):
+    lines = ["node1:11:11 [0] NCCL INFO Bootstrap : Using ens5:10.0.0.1<0>", CONNECT_FAILED]
+    root = _explain(tmp_path, lines)[0]
+    assert root["id"] == "nccl.connect_failed" and root["category"] == "connection"
+
+
+def test_every_explained_failure_names_a_signature():
+    known = {s.id for s in line_signatures()} | {s.id for s in inferred_signatures()}
+    for sig in inferred_signatures():
+        assert set(sig.explains) - {"generic"} <= known, sig.id

@@ -49,7 +49,8 @@ class Signature:
     primary failures when log lines carry no comparable timestamps. ``inferred`` signatures
     are never matched line by line: their patterns read a context line (a setting, a launch
     command, an INFO line) that names the likely cause when NCCL gave only a generic error,
-    or, for the root causes listed in ``explains``, when that failure is only the symptom.
+    or, for the root causes listed in ``explains``, when that failure is only the symptom
+    (``"generic"`` in that list stands for NCCL's generic errors).
     """
 
     id: str

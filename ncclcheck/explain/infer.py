@@ -24,6 +24,8 @@ GENERIC_IDS = frozenset({"nccl.unhandled_system_error", "nccl.internal_error",
                          "nccl.remote_error", "nccl.syscall_failed"})
 _GENERIC_TEXT = re.compile(r"nccl(?:System|Internal|Remote)Error|unhandled system error|"
                            r"internal error|remote process exited")
+# In a signature's ``explains``: NCCL's generic errors (as for a signature without ``explains``).
+GENERIC_ALIAS = "generic"
 CATCH_ALL = "python.uncaught_exception"
 VERSIONS_DIFFER = "nccl.versions_differ"
 DUPLICATE_RANK = "lightning.duplicate_global_rank"
@@ -86,9 +88,12 @@ def infer_cause(context: LogContext, failed: Hit | None = None,
 
 def _applies(sig: Signature, failed: Hit | None, generic: bool) -> bool:
     """Whether ``sig`` may explain the root cause: NCCL's generic errors for signatures that
-    list no ``explains``, else exactly the failures they list."""
+    list no ``explains``, else the failures they list (``generic`` among them standing for
+    NCCL's generic errors)."""
     if not sig.explains:
         return generic
+    if generic and GENERIC_ALIAS in sig.explains:
+        return True
     return failed is not None and failed.signature.id in sig.explains
 
 
