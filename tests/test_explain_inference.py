@@ -18,6 +18,7 @@ GENERIC = [
     "node1:3301:3350 [0] misc/socket.cc:49 NCCL WARN socketProgress: Connection closed by remote peer; remote process exited or there was a network error",
     "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.",
 ]
+INTERNAL_ERROR = "ncclInternalError: Internal check failed."
 # For each inferred signature: the context lines that support it (written, see module doc).
 CONTEXT = {
     "nccl.versions_differ": ["node1:11:11 [0] NCCL INFO NCCL version 2.18.5+cuda12.1",
@@ -55,7 +56,8 @@ def _explain(tmp_path, lines: list[str], fmt: str | None = None):
 
 def test_inferred_signatures_are_kept_out_of_line_matching():
     inferred = {s.id for s in inferred_signatures()}
-    assert inferred == set(CONTEXT) | set(EXPLAINED) | {"lightning.duplicate_global_rank"}
+    assert inferred == set(CONTEXT) | set(EXPLAINED) | {"lightning.duplicate_global_rank",
+                                                        "nccl.system_error_one_host"}
     assert {s.id for s in inferred_signatures()
             if s.explains and "generic" not in s.explains} == set(EXPLAINED)
     assert not inferred & {s.id for s in line_signatures()}
@@ -97,8 +99,8 @@ def test_harmless_context_values_infer_nothing(tmp_path):
     excluded = ["node1:11:11 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to ^lo,docker"]
     good_launch = ["torchrun --nnodes=2 --node_rank=1 train.py"]
     for context in (same_version, excluded, good_launch):
-        root = _explain(tmp_path, context + [GENERIC[0]])[0]
-        assert root["id"] == "nccl.unhandled_system_error", (context, root["id"])
+        root = _explain(tmp_path, context + [INTERNAL_ERROR])[0]
+        assert root["id"] == "nccl.internal_error", (context, root["id"])
 
 
 def test_the_most_telling_fact_wins(tmp_path):
@@ -186,3 +188,31 @@ def test_every_explained_failure_names_a_signature():
     known = {s.id for s in line_signatures()} | {s.id for s in inferred_signatures()}
     for sig in inferred_signatures():
         assert set(sig.explains) - {"generic"} <= known, sig.id
+
+
+SYSTEM_ERROR = GENERIC[0]
+
+
+def test_a_system_error_on_one_node_points_at_shared_memory(tmp_path):
+    lines = ["node1:11:11 [0] NCCL INFO Channel 00 : 0[0] -> 1[1] via SHM/direct/direct",
+             "node1:12:12 [1] NCCL INFO Channel 00 : 1[1] -> 0[0] via SHM/direct/direct",
+             SYSTEM_ERROR]
+    root = _explain(tmp_path, lines)[0]
+    assert root["id"] == "nccl.system_error_one_host" and root["category"] == "shared_memory"
+    assert root["line"] == 3 and root["inferred_from"]["line"] == 3
+
+
+@pytest.mark.parametrize("across_nodes", [
+    ["node1:11:11 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>",
+     "node2:12:12 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.2<0>"],
+    ["node1:11:11 [0] NCCL INFO Channel 00 : 3[3] -> 4[0] [send] via NET/Socket/0"],
+    ["torchrun --nnodes=2 --node_rank=0 --nproc-per-node=4 train.py"],
+], ids=["two hosts", "network transport", "launch across nodes"])
+def test_a_system_error_across_nodes_is_not_put_on_shared_memory(tmp_path, across_nodes):
+    root = _explain(tmp_path, across_nodes + [SYSTEM_ERROR])[0]
+    assert root["id"] == "nccl.unhandled_system_error", root["id"]
+
+
+def test_an_internal_error_on_one_node_is_not_put_on_shared_memory(tmp_path):
+    root = _explain(tmp_path, [INTERNAL_ERROR])[0]
+    assert root["id"] == "nccl.internal_error"

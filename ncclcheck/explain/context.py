@@ -24,6 +24,10 @@ _KEEP = re.compile(r"set by environment to|NCCL_[A-Z_]+=|--n(?:nodes|proc)|--nod
                    r"Bootstrap ?: Using|NET/Socket ?: Using|NET/OFI|NET/Plugin|"
                    r"failed to connect to \[")
 _VERSION = re.compile(r"NCCL version (?P<version>\d+\.\d+\.\d+)")
+# Signs that the run spans more than one node: a transport between nodes, a launch for several.
+_BETWEEN_NODES = re.compile(r" via NET/|--nnodes[= ](?:\d+:)?(?:[2-9]|\d{2,})\b|"
+                            r"NODE_RANK[= ][1-9]|--node[_-]rank[= ][1-9]|"
+                            r"-(?:H|-host) [\w.\-]+(?::\d+)?,[\w.\-]+")
 _BANNER = re.compile(r"(?:Initializing distributed|initializing ddp): GLOBAL_RANK: (?P<rank>\d+),"
                      r" MEMBER: \d+/(?P<world_size>\d+)")
 
@@ -49,10 +53,18 @@ class LogContext:
     versions: dict[str, ContextLine] = field(default_factory=dict)
     banners: dict[int, list[ContextLine]] = field(default_factory=dict)
     world_sizes: set[int] = field(default_factory=set)
+    hosts: set[str] = field(default_factory=set)
+    between_nodes: bool = False
     _remembered: int = 0
 
-    def feed(self, file: str, line: int, text: str, message: str) -> None:
-        """Keep ``message`` when it names a setting, a launch option, a version or a rank."""
+    def feed(self, file: str, line: int, text: str, message: str,
+             host: str | None = None) -> None:
+        """Keep ``message`` when it names a setting, a launch option, a version or a rank;
+        note the host that printed it and any sign of a run across nodes."""
+        if host and len(self.hosts) < 64:
+            self.hosts.add(host)
+        if not self.between_nodes and _BETWEEN_NODES.search(message):
+            self.between_nodes = True
         if "NCCL version" in message and (found := _VERSION.search(message)):
             if len(self.versions) < 64:
                 self.versions.setdefault(found.group("version"),
@@ -80,6 +92,11 @@ class LogContext:
         if not twice or len(self.banners) >= world_size:
             return None
         return min(twice, key=lambda c: (c.file, c.line))
+
+    def one_host(self) -> bool:
+        """Whether nothing in the log shows a second node (at most one host printed lines,
+        no transport between nodes, no launch across nodes)."""
+        return len(self.hosts) <= 1 and not self.between_nodes
 
     def differing_versions(self) -> tuple[ContextLine, ContextLine] | None:
         """Two lines where ranks report different NCCL versions, in reading order."""

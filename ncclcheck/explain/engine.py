@@ -160,7 +160,7 @@ def _scan_one(name: str, candidates: Iterable[Candidate], matcher: Matcher,
         if cand.info:
             summary.feed(info.message)
         if cand.info or cand.context or cand.gated:
-            context.feed(name, physical(cand.number), cand.text, info.message)
+            context.feed(name, physical(cand.number), cand.text, info.message, info.host)
         if cand.error or cand.gated or cand.info:
             cues.feed(name, physical(cand.number), cand.text, info.message)
         if not cand.gated:

@@ -28,6 +28,8 @@ _GENERIC_TEXT = re.compile(r"nccl(?:System|Internal|Remote)Error|unhandled syste
 GENERIC_ALIAS = "generic"
 CATCH_ALL = "python.uncaught_exception"
 VERSIONS_DIFFER = "nccl.versions_differ"
+ONE_HOST_SYSTEM_ERROR = "nccl.system_error_one_host"
+_SYSTEM_ERROR = re.compile(r"unhandled system error|ncclSystemError")
 DUPLICATE_RANK = "lightning.duplicate_global_rank"
 
 
@@ -72,8 +74,14 @@ def infer_cause(context: LogContext, failed: Hit | None = None,
         facts = {"version1": _version(first), "version2": _version(second),
                  "line1": first.line}
         candidates.append((-sig.priority, 0, sig, facts, second))
+    if generic and failed is not None and _SYSTEM_ERROR.search(failed.text) \
+            and context.one_host():
+        sig = signature(ONE_HOST_SYSTEM_ERROR)
+        where = ContextLine(failed.file, failed.line, failed.text, failed.text)
+        candidates.append((-sig.priority, 0, sig, {}, where))
     for sig in inferred_signatures():
-        if sig.id in (VERSIONS_DIFFER, DUPLICATE_RANK) or not _applies(sig, failed, generic):
+        if sig.id in (VERSIONS_DIFFER, DUPLICATE_RANK, ONE_HOST_SYSTEM_ERROR) \
+                or not _applies(sig, failed, generic):
             continue
         for order, where in enumerate(context.lines):
             facts = sig.match(where.message, known)
