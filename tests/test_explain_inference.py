@@ -164,9 +164,9 @@ def test_a_generic_error_is_not_explained_by_a_signature_for_a_specific_failure(
     assert root["id"] != "launcher.nproc_exceeds_visible_gpus"
 
 
-# A connection NCCL could not make, on an address only its own host can reach.
+# A connection NCCL could not make (to a routable address: the interface is named elsewhere).
 CONNECT_FAILED = ("node2:4410:4460 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to "
-                  "172.17.0.1<48425> failed : Connection refused")
+                  "10.0.0.2<48425> failed : Connection refused")
 
 
 @pytest.mark.parametrize("sig_id", ["nccl.ifname_virtual", "nccl.bootstrap_virtual_interface"])
