@@ -99,3 +99,13 @@ def test_line_weights_rank_failures_over_warnings_and_info():
     assert line_weight("node1:1:1 [0] NCCL INFO NET/IB : Using mlx5_0") == 0.5
     assert line_weight("UserWarning: something failed") == 0.0
     assert line_weight("epoch 1 loss 0.3") == 0.0
+
+
+def test_the_configured_timeout_torch_prints_in_every_work_is_not_a_timeout_cue():
+    from ncclcheck.explain.fallback import line_cues
+    from ncclcheck.model import Category
+    work = ("[rank1]:[E415 21:17:08.99 ProcessGroupNCCL.cpp:552] [Rank 1] Collective "
+            "WorkNCCL(SeqNum=335, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
+            "raised the following async exception: a peer went away")
+    assert Category.TIMEOUT not in line_cues(work)
+    assert Category.TIMEOUT in line_cues(work.replace("raised", "ran for 600083 ms and timed out"))

@@ -55,7 +55,8 @@ _VOCABULARY: tuple[tuple[Category, int, str], ...] = (
                              r"incompatible|compiled (?:with|for|against)|built (?:with|for)|"
                              r"GLIBC\w*|too old|requires? (?:a )?newer|(?-i:\bABI\b)"),
     (_C.VERSION_MISMATCH, 1, r"\bversion\b"),
-    (_C.TIMEOUT, 2, r"watchdog|timed? ?out|Timeout|deadline exceeded"),
+    # (not the configured timeout that torch prints in every WorkNCCL: "Timeout(ms)=600000")
+    (_C.TIMEOUT, 2, r"(?:watchdog|timed? ?out|deadline exceeded)(?!\(ms\))"),
     (_C.RANK_MISMATCH, 2, r"world_size|WORLD_SIZE|local_rank|LOCAL_RANK|node_rank|NODE_RANK|"
                           r"invalid rank|rank \d+ (?:is )?out of range|num_nodes|nnodes|ntasks"),
     (_C.RANK_CRASHED, 2, r"SIGSEGV|SIGKILL|SIGABRT|SIGBUS|Segmentation fault|core dumped|"
