@@ -3,6 +3,8 @@ read, and harmless IPv6 attempts stay clean. Fixtures are written here (not copi
 
 from __future__ import annotations
 
+import pytest
+
 from ncclcheck.explain.engine import Matcher, explain
 from ncclcheck.explain.catalogue import all_signatures
 from ncclcheck.explain.lines import parse_line
@@ -125,3 +127,13 @@ def test_a_refused_socket_beats_the_catch_all_but_a_logged_retry_is_clean(tmp_pa
     assert root["id"] == "python.socket_connect_failed" and root["category"] == "connection"
     assert _root(tmp_path, "WARNING:urllib3.connectionpool:Retrying after ConnectionError: "
                            "read timed out (attempt 3)\n") is None
+
+
+@pytest.mark.parametrize("peer", ["172.17.0.3<4001>", "fe80::e866:19ff:fe1e:a688%ip6tnl0<46681>",
+                                  "127.0.1.1<4001>", "169.254.3.4<4001>"])
+def test_a_peer_sought_at_a_host_only_address_is_an_interface_problem(tmp_path, peer):
+    line = f"node1:97:221 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: "
+            f"Connect to {peer} failed : Connection timed out"
+    assert _root(tmp_path, line)["id"] == "net.peer_at_host_only_address"
+    routable = line.replace(peer, "10.1.2.3<4001>")
+    assert _root(tmp_path, routable)["category"] == "connection"
