@@ -132,8 +132,8 @@ def test_a_refused_socket_beats_the_catch_all_but_a_logged_retry_is_clean(tmp_pa
 @pytest.mark.parametrize("peer", ["172.17.0.3<4001>", "fe80::e866:19ff:fe1e:a688%ip6tnl0<46681>",
                                   "127.0.1.1<4001>", "169.254.3.4<4001>"])
 def test_a_peer_sought_at_a_host_only_address_is_an_interface_problem(tmp_path, peer):
-    line = f"node1:97:221 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: "
-            f"Connect to {peer} failed : Connection timed out"
+    line = (f"node1:97:221 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: "
+            f"Connect to {peer} failed : Connection timed out")
     assert _root(tmp_path, line)["id"] == "net.peer_at_host_only_address"
     routable = line.replace(peer, "10.1.2.3<4001>")
     assert _root(tmp_path, routable)["category"] == "connection"
