@@ -57,7 +57,8 @@ def _explain(tmp_path, lines: list[str], fmt: str | None = None):
 def test_inferred_signatures_are_kept_out_of_line_matching():
     inferred = {s.id for s in inferred_signatures()}
     assert inferred == set(CONTEXT) | set(EXPLAINED) | {"lightning.duplicate_global_rank",
-                                                        "nccl.system_error_one_host"}
+                                                        "nccl.system_error_one_host",
+                                                        "slurm.tasks_exceed_gpus"}
     assert {s.id for s in inferred_signatures()
             if s.explains and "generic" not in s.explains} == set(EXPLAINED)
     assert not inferred & {s.id for s in line_signatures()}
@@ -216,3 +217,30 @@ def test_a_system_error_across_nodes_is_not_put_on_shared_memory(tmp_path, acros
 def test_an_internal_error_on_one_node_is_not_put_on_shared_memory(tmp_path):
     root = _explain(tmp_path, [INTERNAL_ERROR])[0]
     assert root["id"] == "nccl.internal_error"
+
+
+WATCHDOG = ("[rank3]:[E906 12:16:32.61 ProcessGroupNCCL.cpp:607] [Rank 3] Watchdog caught "
+            "collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, "
+            "NumelOut=1, Timeout(ms)=600000) ran for 600083 milliseconds before timing out.")
+
+
+@pytest.mark.parametrize("request_lines", [
+    ["#SBATCH --nodes=1", "#SBATCH --gres=gpu:6", "#SBATCH --ntasks-per-node=96"],
+    ["srun -N2 --ntasks-per-node=8 --gpus-per-node=a100:4 python train.py"],
+], ids=["sbatch", "srun"])
+def test_more_slurm_tasks_than_gpus_explains_a_hang(tmp_path, request_lines):
+    findings = _explain(tmp_path, request_lines + ["Initializing distributed: GLOBAL_RANK: 0, "
+                                                   "MEMBER: 1/96", WATCHDOG])
+    root = findings[0]
+    assert root["id"] == "slurm.tasks_exceed_gpus" and root["category"] == "rank_mismatch"
+    assert "--ntasks-per-node" in root["inferred_from"]["text"]
+    assert "{" not in root["explanation"] + root["fix"]
+
+
+@pytest.mark.parametrize("request_lines", [
+    ["#SBATCH --gres=gpu:8", "#SBATCH --ntasks-per-node=8"],
+    ["#SBATCH --gres=gpu:8", "#SBATCH --ntasks-per-node=1", "srun torchrun --nproc-per-node=8 t.py"],
+], ids=["one task per GPU", "torchrun inside one task"])
+def test_a_slurm_request_that_fits_its_gpus_explains_nothing(tmp_path, request_lines):
+    assert _explain(tmp_path, request_lines + [WATCHDOG])[0]["id"] == "torch.watchdog_timeout"
+    assert _explain(tmp_path, request_lines + ["epoch 1 loss 0.2"]) == []

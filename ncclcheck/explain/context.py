@@ -19,11 +19,17 @@ MAX_PER_RANK_LINES = 4096   # version and banner lines remembered per run
 CONTEXT_TOKENS = (b"set by environment to", b"torchrun", b"torch.distributed.launch",
                   b"torch.distributed.run", b"deepspeed", b"accelerate launch", b"mpirun",
                   b"srun ", b"NCCL_SOCKET_IFNAME=", b"NCCL_GRAPH_FILE=", b"NCCL_TOPO_FILE=",
-                  b"NCCL_IB_DISABLE=", b"NCCL_NET=", b"failed to connect to")
+                  b"NCCL_IB_DISABLE=", b"NCCL_NET=", b"failed to connect to", b"#SBATCH",
+                  b"--ntasks-per-node", b"--gres", b"--gpus-per-node")
 _KEEP = re.compile(r"set by environment to|NCCL_[A-Z_]+=|--n(?:nodes|proc)|--node[_-]rank|"
                    r"Bootstrap ?: Using|NET/Socket ?: Using|NET/OFI|NET/Plugin|"
                    r"failed to connect to \[")
 _VERSION = re.compile(r"NCCL version (?P<version>\d+\.\d+\.\d+)")
+# A Slurm request (an #SBATCH line or an srun/sbatch command): tasks and GPUs per node.
+_SLURM_LINE = re.compile(r"#SBATCH|\b(?:srun|sbatch|salloc)\b")
+_SLURM_TASKS = re.compile(r"--ntasks-per-node[= ](?P<tasks>\d+)\b")
+_SLURM_GPUS = re.compile(r"--(?:gres[= ]gpu(?::[\w.\-]+)?:|gpus-per-node[= ](?:[\w.\-]+:)?)"
+                         r"(?P<gpus>\d+)\b")
 # Signs that the run spans more than one node: a transport between nodes, a launch for several.
 _BETWEEN_NODES = re.compile(r" via NET/|--nnodes[= ](?:\d+:)?(?:[2-9]|\d{2,})\b|"
                             r"NODE_RANK[= ][1-9]|--node[_-]rank[= ][1-9]|"
@@ -55,6 +61,8 @@ class LogContext:
     world_sizes: set[int] = field(default_factory=set)
     hosts: set[str] = field(default_factory=set)
     between_nodes: bool = False
+    slurm_tasks: ContextLine | None = None   # the request's --ntasks-per-node line
+    slurm_gpus: ContextLine | None = None    # ... and its GPUs per node line
     _remembered: int = 0
 
     def feed(self, file: str, line: int, text: str, message: str,
@@ -65,6 +73,8 @@ class LogContext:
             self.hosts.add(host)
         if not self.between_nodes and _BETWEEN_NODES.search(message):
             self.between_nodes = True
+        if _SLURM_LINE.search(message):
+            self._slurm(ContextLine(file, line, text, message))
         if "NCCL version" in message and (found := _VERSION.search(message)):
             if len(self.versions) < 64:
                 self.versions.setdefault(found.group("version"),
@@ -92,6 +102,21 @@ class LogContext:
         if not twice or len(self.banners) >= world_size:
             return None
         return min(twice, key=lambda c: (c.file, c.line))
+
+    def _slurm(self, where: ContextLine) -> None:
+        if self.slurm_tasks is None and _SLURM_TASKS.search(where.message):
+            self.slurm_tasks = where
+        if self.slurm_gpus is None and _SLURM_GPUS.search(where.message):
+            self.slurm_gpus = where
+
+    def slurm_tasks_over_gpus(self) -> tuple[int, int, ContextLine] | None:
+        """(tasks per node, GPUs per node, the tasks line) when a Slurm request starts more
+        tasks on a node than it gives the node GPUs."""
+        if self.slurm_tasks is None or self.slurm_gpus is None:
+            return None
+        tasks = int(_SLURM_TASKS.search(self.slurm_tasks.message).group("tasks"))
+        gpus = int(_SLURM_GPUS.search(self.slurm_gpus.message).group("gpus"))
+        return (tasks, gpus, self.slurm_tasks) if tasks > gpus > 0 else None
 
     def one_host(self) -> bool:
         """Whether nothing in the log shows a second node (at most one host printed lines,

@@ -18,6 +18,7 @@ from typing import Any
 from ncclcheck.explain.catalogue import Signature, inferred_signatures, signature
 from ncclcheck.explain.context import ContextLine, LogContext
 from ncclcheck.explain.findings import Findings, Hit
+from ncclcheck.model import Category
 
 # NCCL's generic results, whichever way the log shows them.
 GENERIC_IDS = frozenset({"nccl.unhandled_system_error", "nccl.internal_error",
@@ -29,6 +30,10 @@ GENERIC_ALIAS = "generic"
 CATCH_ALL = "python.uncaught_exception"
 VERSIONS_DIFFER = "nccl.versions_differ"
 ONE_HOST_SYSTEM_ERROR = "nccl.system_error_one_host"
+SLURM_TASKS_OVER_GPUS = "slurm.tasks_exceed_gpus"
+# Root causes a launch with more tasks than GPUs explains: what its extra ranks run into.
+_LAUNCH_SYMPTOMS = frozenset({Category.TIMEOUT, Category.OTHER, Category.RANK_CRASHED,
+                              Category.CUDA, Category.DUPLICATE_GPU})
 _SYSTEM_ERROR = re.compile(r"unhandled system error|ncclSystemError")
 DUPLICATE_RANK = "lightning.duplicate_global_rank"
 
@@ -74,13 +79,18 @@ def infer_cause(context: LogContext, failed: Hit | None = None,
         facts = {"version1": _version(first), "version2": _version(second),
                  "line1": first.line}
         candidates.append((-sig.priority, 0, sig, facts, second))
+    over = context.slurm_tasks_over_gpus()
+    if over is not None and (generic or failed.signature.category in _LAUNCH_SYMPTOMS):
+        sig = signature(SLURM_TASKS_OVER_GPUS)
+        tasks, gpus, where = over
+        candidates.append((-sig.priority, 0, sig, {"tasks": tasks, "gpus": gpus}, where))
     if generic and failed is not None and _SYSTEM_ERROR.search(failed.text) \
             and context.one_host():
         sig = signature(ONE_HOST_SYSTEM_ERROR)
         where = ContextLine(failed.file, failed.line, failed.text, failed.text)
         candidates.append((-sig.priority, 0, sig, {}, where))
     for sig in inferred_signatures():
-        if sig.id in (VERSIONS_DIFFER, DUPLICATE_RANK, ONE_HOST_SYSTEM_ERROR) \
+        if sig.id in (VERSIONS_DIFFER, DUPLICATE_RANK, ONE_HOST_SYSTEM_ERROR, SLURM_TASKS_OVER_GPUS) \
                 or not _applies(sig, failed, generic):
             continue
         for order, where in enumerate(context.lines):
