@@ -244,3 +244,13 @@ def test_more_slurm_tasks_than_gpus_explains_a_hang(tmp_path, request_lines):
 def test_a_slurm_request_that_fits_its_gpus_explains_nothing(tmp_path, request_lines):
     assert _explain(tmp_path, request_lines + [WATCHDOG])[0]["id"] == "torch.watchdog_timeout"
     assert _explain(tmp_path, request_lines + ["epoch 1 loss 0.2"]) == []
+
+
+def test_two_ranks_on_one_gpu_from_more_processes_than_gpus_is_a_rank_mismatch(tmp_path):
+    launch = "CUDA_VISIBLE_DEVICES=0,1 torchrun --nnodes=1 --nproc_per_node=4 train.py"
+    duplicate = ("node1:9104:9104 [0] init.cc:880 NCCL WARN Duplicate GPU detected : rank 2 and "
+                 "rank 0 both on CUDA device 1b000")
+    root = _explain(tmp_path, [launch, duplicate])[0]
+    assert root["id"] == "launcher.nproc_exceeds_visible_gpus"
+    assert root["category"] == "rank_mismatch"
+    assert _explain(tmp_path, [duplicate])[0]["category"] == "duplicate_gpu"
