@@ -73,6 +73,13 @@ WORDINGS = [
      "directory", "nccl.cuda_driver_unusable"),
     ("node1:33:40 [0] misc/nvmlwrap.cc:98 NCCL WARN nvmlInit() failed: Unknown Error",
      "nccl.nvml_failed"),
+    # a GPU index past the node's GPUs, in NCCL's CUDA check with the code (2.x) and nccl-tests
+    ("node2:33:33 [9] init.cc:1250 NCCL WARN Cuda failure 101 'invalid device ordinal'",
+     "nccl.cuda_invalid_device_ordinal"),
+    ("node2: Test CUDA failure common.cu:800 'invalid device ordinal'",
+     "nccl.cuda_invalid_device_ordinal"),
+    ("node1:33:33 [0] bootstrap.cc:518 NCCL WARN no device found after excluding exactly mlx5_0, "
+     "verify NCCL_OOB_NET_IFNAME", "nccl.oob_ifname_no_match"),
     # error codes: torch.cuda.nccl's wording, older c10d without the version, nccl-tests >= 2.13
     ("RuntimeError: NCCL error in: /pytorch/torch/lib/c10d/ProcessGroupNCCL.cpp:272, internal "
      "error", "nccl.internal_error_code"),
