@@ -43,9 +43,13 @@ def score(entries: list[dict], folder: Path, show_misses: bool) -> dict:
     failing = [e for e in entries if e["category"]]
     clean = [e for e in entries if not e["category"]]
     right, confusion, misses = 0, Counter(), []
+    shown = Counter()  # logs whose deciding line shows the cause (not only a generic error)
     for e in failing:
         got, _ = predicted(folder / e["path"])
         right += got == e["category"]
+        if e.get("deciding_line", "x"):
+            shown["logs"] += 1
+            shown["right"] += got == e["category"]
         if got != e["category"]:
             confusion[(e["category"], got or "(nothing)")] += 1
             misses.append((e["path"], e["category"], got or "(nothing)"))
@@ -60,7 +64,7 @@ def score(entries: list[dict], folder: Path, show_misses: bool) -> dict:
         for path, categories in alarms:
             print(f"    alarm {path}: {', '.join(categories)}")
     return {"failing": len(failing), "right": right, "clean": len(clean),
-            "alarms": len(alarms), "confusion": confusion}
+            "alarms": len(alarms), "confusion": confusion, "shown": shown}
 
 
 def report(name: str, result: dict) -> None:
@@ -68,6 +72,12 @@ def report(name: str, result: dict) -> None:
     share = 100.0 * result["right"] / n if n else 0.0
     print(f"{name:<10} top-1 {result['right']:>3}/{n:<3} = {share:5.1f}%   "
           f"false alarms {result['alarms']}/{result['clean']} clean logs")
+    shown, n_shown = result["shown"], result["shown"]["logs"]
+    if n_shown != n:
+        share = 100.0 * shown["right"] / n_shown if n_shown else 0.0
+        print(f"{'':<10}   on the {n_shown} logs with a deciding line: {shown['right']}/{n_shown}"
+              f" = {share:.1f}%; on the {n - n_shown} showing only a generic error or none: "
+              f"{result['right'] - shown['right']}/{n - n_shown}")
     for (want, got), count in result["confusion"].most_common():
         print(f"           {count:>3}x  {want:<16} -> {got}")
 
