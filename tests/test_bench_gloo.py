@@ -264,8 +264,25 @@ def test_duplicate_gpu_detection_over_a_real_store():
     gpus = {0: "GPU-aaaa", 1: "GPU-bbbb", 2: "GPU-aaaa"}
     raised: dict[int, str] = {}
 
+    class SlowToRecordItsGpu:
+        """Rank 0's store: it records its GPU a second late, after the others have counted
+        themselves (the interleaving that once let rank 2 miss the duplicate)."""
+
+        def __init__(self, inner):
+            self.inner = inner
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def add(self, key, value):
+            if key.startswith("gpu/") and value == 1:
+                time.sleep(1.0)
+            return self.inner.add(key, value)
+
     def rank_main(rank: int) -> None:
         client = dist.PrefixStore("bench", dist.TCPStore("127.0.0.1", store.port, None, False))
+        if rank == 0:
+            client = SlowToRecordItsGpu(client)
         sweep = RankSweep(SweepConfig("nccl", [1024], collective_timeout=10), client, rank, 3,
                           rank, "node0", lambda e: None)
         sweep.outcome.gpu_uuid, sweep.outcome.device = gpus[rank], f"cuda:{rank}"

@@ -164,11 +164,12 @@ class RankSweep:
         the ranks on a shared key read each other's numbers once everyone has counted.
         """
         timeout = timedelta(seconds=self.config.collective_timeout)
-        if self.store.add("devices/count", 1) >= self.world_size:
-            self.store.set("devices/ready", "1")
         gpu_key = f"gpu/{self.outcome.host}/{self.outcome.gpu_uuid}"
         seq = self.store.add(gpu_key, 1)
         self.store.set(f"{gpu_key}/{seq}", str(self.rank))
+        # Counted only once its GPU is on record, so "ready" means every GPU is.
+        if self.store.add("devices/count", 1) >= self.world_size:
+            self.store.set("devices/ready", "1")
         self.store.wait(["devices/ready"], timeout)
         sharing = int(self.store.add(gpu_key, 0))
         if sharing > 1:
