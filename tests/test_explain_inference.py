@@ -254,3 +254,11 @@ def test_two_ranks_on_one_gpu_from_more_processes_than_gpus_is_a_rank_mismatch(t
     assert root["id"] == "launcher.nproc_exceeds_visible_gpus"
     assert root["category"] == "rank_mismatch"
     assert _explain(tmp_path, [duplicate])[0]["category"] == "duplicate_gpu"
+
+
+def test_a_topology_nccl_could_not_describe_is_read_by_whether_a_file_was_forced(tmp_path):
+    missing = "node1:2196:2275 [1] graph/xml.h:101 NCCL WARN Attribute busid of node nic not found"
+    assert _explain(tmp_path, [missing])[0]["category"] == "version_mismatch"
+    forced = "node1:2196:2196 [1] NCCL INFO NCCL_TOPO_FILE set by environment to /opt/topo.xml"
+    root = _explain(tmp_path, [forced, missing])[0]
+    assert root["id"] == "nccl.graph_file_set" and root["category"] == "configuration"
