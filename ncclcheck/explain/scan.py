@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import BinaryIO, Callable, Iterator
 
 from ncclcheck.explain.context import CONTEXT_TOKENS
-from ncclcheck.explain.prefilter import LiteralIndex
+from ncclcheck.explain.prefilter import LiteralIndex, token_sieve
 
 BLOCK = 8 << 20            # bytes read at a time
 MAX_LINE = 64 << 10        # longest text kept for one line (the part around the hit)
@@ -54,6 +54,8 @@ class Scanner:
     def __init__(self, index: LiteralIndex, block: int = BLOCK) -> None:
         self.index = index
         self.block = block
+        # Most tokens never occur in a given log: ask once per block which ones do.
+        self.sieve = token_sieve(INFO_TOKENS + CONTEXT_TOKENS + ERROR_TOKENS, index.name)
         self._context_left = MAX_CONTEXT_LINES
         self._error_left = MAX_ERROR_LINES
 
@@ -105,15 +107,17 @@ class Scanner:
                 # The line's start, or for a very long line a window that keeps the hit in view.
                 start = max(body.rfind(b"\n", 0, end) + 1, end - MAX_LINE // 2)
                 starts[start] = starts.get(start, 0) | GATE
+        present = self.sieve.present(body)
         if info_left > 0:
             for token in INFO_TOKENS:
-                self._collect(body, token, starts, INFO, limit=info_left)
+                if token in present:
+                    self._collect(body, token, starts, INFO, limit=info_left)
         for token in CONTEXT_TOKENS:
-            if self._context_left > 0:
+            if self._context_left > 0 and token in present:
                 self._context_left -= self._collect(body, token, starts, CONTEXT,
                                                     limit=self._context_left)
         for token in ERROR_TOKENS:
-            if self._error_left > 0:
+            if self._error_left > 0 and token in present:
                 self._error_left -= self._collect(body, token, starts, ERROR,
                                                   limit=self._error_left)
         out: list[Candidate] = []
