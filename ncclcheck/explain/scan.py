@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import partial
 from typing import BinaryIO, Callable, Iterator
 
 from ncclcheck.explain.context import CONTEXT_TOKENS
@@ -127,9 +128,13 @@ class Scanner:
         pending_next = False
         ordered = sorted(starts)
         index = 0
-        while index < len(ordered):
-            start = ordered[index]
-            index += 1
+        queued = -1  # a line taken because the one above goes on: read before ordered[index]
+        while queued >= 0 or index < len(ordered):
+            if queued >= 0:
+                start, queued = queued, -1
+            else:
+                start = ordered[index]
+                index += 1
             number += body.count(b"\n", counted_to, start)
             counted_to = start
             end = body.find(b"\n", start)
@@ -138,16 +143,16 @@ class Scanner:
             why = starts[start]
             if why & INFO:
                 info_left -= 1
-            out.append(Candidate(number, _decode(raw), bool(why & GATE), bool(why & INFO),
-                                 _before(body, start), bool(why & NEXT), bool(why & CONTEXT),
-                                 bool(why & ERROR)))
+            out.append(Candidate(number, raw.decode("utf-8", "replace").rstrip("\r"),
+                                 bool(why & GATE), bool(why & INFO), partial(_before, body, start),
+                                 bool(why & NEXT), bool(why & CONTEXT), bool(why & ERROR)))
             if why & GATE and _GOES_ON.search(raw):
                 nxt = end + 1
                 if nxt >= len(body):
                     pending_next = True
-                elif nxt not in starts:
+                elif nxt not in starts:  # the next start in order, since it is the next line
                     starts[nxt] = GATE | NEXT
-                    ordered.insert(index, nxt)
+                    queued = nxt
                 else:
                     starts[nxt] |= GATE | NEXT
         return out, pending_next, info_left
@@ -176,14 +181,12 @@ def _decode(raw: bytes) -> str:
     return raw.decode("utf-8", "replace").rstrip("\r")
 
 
-def _before(body: bytes, start: int) -> Callable[[int], list[str]]:
+def _before(body: bytes, start: int, n: int) -> list[str]:
     """Up to n lines before ``start`` in the same block (for multi-line reports)."""
-    def lines(n: int) -> list[str]:
-        window_start = start
-        for _ in range(n):
-            if window_start <= 0:
-                break
-            window_start = body.rfind(b"\n", 0, window_start - 1) + 1
-        chunk = body[window_start:start][-MAX_LINE:]
-        return [_decode(line) for line in chunk.split(b"\n")[:-1]]
-    return lines
+    window_start = start
+    for _ in range(n):
+        if window_start <= 0:
+            break
+        window_start = body.rfind(b"\n", 0, window_start - 1) + 1
+    chunk = body[window_start:start][-MAX_LINE:]
+    return [_decode(line) for line in chunk.split(b"\n")[:-1]]
