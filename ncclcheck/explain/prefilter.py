@@ -103,6 +103,7 @@ class HyperscanIndex:
         import hyperscan
 
         unique = sorted(set(literals), key=lambda lit: (lit.text, lit.caseless))
+        self.literals: tuple[Literal, ...] = tuple(unique)  # a hit's id is its place here
         self._db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
         self._db.compile(
             expressions=[lit.text.encode() for lit in unique],
@@ -111,14 +112,19 @@ class HyperscanIndex:
             literal=True,
         )
 
-    def ends(self, block: bytes) -> Iterator[int]:
-        found: list[int] = []
+    def hits(self, block: bytes) -> list[tuple[int, int]]:
+        """(offset just past it, literal id) of every occurrence, in order of offset."""
+        found: list[tuple[int, int]] = []
 
-        def on_match(_id: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
-            found.append(end)
+        def on_match(literal_id: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
+            found.append((end, literal_id))
 
         self._db.scan(block, match_event_handler=on_match)
-        return iter(sorted(found))
+        found.sort()
+        return found
+
+    def ends(self, block: bytes) -> Iterator[int]:
+        return iter([end for end, _ in self.hits(block)])
 
 
 class TokenSieve(Protocol):

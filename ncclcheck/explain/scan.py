@@ -11,10 +11,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import partial
-from typing import BinaryIO, Callable, Iterator
+from typing import TYPE_CHECKING, BinaryIO, Callable, Iterable, Iterator
 
 from ncclcheck.explain.context import CONTEXT_TOKENS
 from ncclcheck.explain.prefilter import LiteralIndex, token_sieve
+
+if TYPE_CHECKING:
+    from ncclcheck.explain.gate import Gate
 
 BLOCK = 8 << 20            # bytes read at a time
 MAX_LINE = 64 << 10        # longest text kept for one line (the part around the hit)
@@ -30,7 +33,7 @@ INFO_TOKENS = (b"NCCL INFO", b"NCCL version")
 LAST_ERROR = b"Last error:"
 # A line whose message goes on below it: torch's "Last error:" echo, an exception header
 # ("MisconfigurationException: ..." with the reason on the next line).
-_GOES_ON = re.compile(rb"(?:Last error:|(?:Error|Exception):(?: .{0,200})?)\s*$")
+GOES_ON = re.compile(rb"(?:Last error:|(?:Error|Exception):(?: .{0,200})?)\s*$")
 NEXT = 4                   # the line was taken because the one above goes on
 OVERLAP = 1024             # bytes kept across a cut inside one huge line (longer than a literal)
 
@@ -52,15 +55,21 @@ class Candidate:
 class Scanner:
     """Yields the candidate lines of one stream."""
 
-    def __init__(self, index: LiteralIndex, block: int = BLOCK) -> None:
+    def __init__(self, index: LiteralIndex, block: int = BLOCK, gate: Gate | None = None) -> None:
         self.index = index
         self.block = block
+        self.gate = gate  # leaves out lines holding only a common literal (gate.py)
+        self._year_known: Callable[[], bool] = lambda: False
         # Most tokens never occur in a given log: ask once per block which ones do.
         self.sieve = token_sieve(INFO_TOKENS + CONTEXT_TOKENS + ERROR_TOKENS, index.name)
         self._context_left = MAX_CONTEXT_LINES
         self._error_left = MAX_ERROR_LINES
 
-    def lines(self, stream: BinaryIO) -> Iterator[Candidate]:
+    def lines(self, stream: BinaryIO,
+              year_known: Callable[[], bool] = lambda: False) -> Iterator[Candidate]:
+        """The candidates of ``stream``; ``year_known`` says whether the reader has seen the
+        log's year already (until then, a line with a full date is never left out)."""
+        self._year_known = year_known
         line_base = 1          # number of the first line in the current buffer
         carry = b""
         info_left = MAX_INFO_LINES
@@ -100,14 +109,8 @@ class Scanner:
         starts: dict[int, int] = {}
         if first_line_wanted:
             starts[0] = GATE | NEXT
-        line_end = -1
-        for end in self.index.ends(body):
-            if end > line_end:  # the first hit of a line speaks for the line
-                line_end = body.find(b"\n", end)
-                line_end = len(body) if line_end < 0 else line_end
-                # The line's start, or for a very long line a window that keeps the hit in view.
-                start = max(body.rfind(b"\n", 0, end) + 1, end - MAX_LINE // 2)
-                starts[start] = starts.get(start, 0) | GATE
+        for start in self._literal_lines(body):
+            starts[start] = starts.get(start, 0) | GATE
         present = self.sieve.present(body)
         if info_left > 0:
             for token in INFO_TOKENS:
@@ -146,7 +149,7 @@ class Scanner:
             out.append(Candidate(number, raw.decode("utf-8", "replace").rstrip("\r"),
                                  bool(why & GATE), bool(why & INFO), partial(_before, body, start),
                                  bool(why & NEXT), bool(why & CONTEXT), bool(why & ERROR)))
-            if why & GATE and _GOES_ON.search(raw):
+            if why & GATE and GOES_ON.search(raw):
                 nxt = end + 1
                 if nxt >= len(body):
                     pending_next = True
@@ -156,6 +159,18 @@ class Scanner:
                 else:
                     starts[nxt] |= GATE | NEXT
         return out, pending_next, info_left
+
+    def _literal_lines(self, body: bytes) -> list[int]:
+        """Where the text of each line holding a literal starts (the line's start, or for a very
+        long line a window that keeps the hit in view), less what the gate leaves out."""
+        if self.gate is None or not hasattr(self.index, "hits"):
+            return [start for start, *_ in _group(body, ((end, 0) for end in self.index.ends(body)))]
+        hits = self.index.hits(body)
+        lines = _group(body, hits)
+        noisy = self.gate.noisy(hits)
+        if noisy:
+            lines = self.gate.keep(body, lines, noisy, MAX_LINE, self._year_known())
+        return [start for start, *_ in lines]
 
     @staticmethod
     def _collect(body: bytes, token: bytes, starts: dict[int, int], why: int,
@@ -175,6 +190,23 @@ class Scanner:
                 return taken
             found = body.find(token, end)
         return taken
+
+
+def _group(body: bytes, hits: Iterable[tuple[int, int]]) -> list[tuple[int, int, int, set[int]]]:
+    """Literal hits (end, id) in order, as lines: (text start, line start, line end, ids)."""
+    lines: list[tuple[int, int, int, set[int]]] = []
+    line_end = -1
+    ids: set[int] = set()
+    for end, literal_id in hits:
+        if end > line_end:  # the first hit of a line places the line's window
+            line_end = body.find(b"\n", end)
+            line_end = len(body) if line_end < 0 else line_end
+            line_start = body.rfind(b"\n", 0, end) + 1
+            ids = {literal_id}
+            lines.append((max(line_start, end - MAX_LINE // 2), line_start, line_end, ids))
+        else:
+            ids.add(literal_id)
+    return lines
 
 
 def _decode(raw: bytes) -> str:

@@ -1,0 +1,181 @@
+"""Leave out the lines that hold only a common literal which no signature can match there.
+
+A healthy run can print "Error: " by the hundred thousand (``Retrying after ConnectionError:
+read timed out``); the literal lets every such line through to Python, which decodes it,
+peels its prefixes and tries the catch-all on it, for nothing. Once a literal shows up often
+in a block (``NOISY_HITS``), the signatures that own it are compiled into a Hyperscan database
+of their full patterns (hsregex.py; only then, as compiling costs time), together with what
+the context (context.py) and the keyword fallback (fallback.py) would keep from a line. A line
+whose literals are all such common ones is left out only when none of these can use it:
+
+- no full pattern of those signatures matches it (Hyperscan errs on the side of matching);
+- neither the context nor the fallback would keep it;
+- it is ASCII, not very long, and has no full date while the log's year is still unknown;
+- it is not an exception header whose next line could complete a message of another
+  signature than the catch-all (a literal of one in either line, or across the join).
+
+So what explain reports does not change; only the work for lines that cannot count does.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from functools import lru_cache
+from typing import Iterable, Sequence
+
+from ncclcheck.explain.catalogue import Signature
+from ncclcheck.explain.context import _KEEP as CONTEXT_KEEPS
+from ncclcheck.explain.fallback import _FAILED as FAILED_LINE, _NCCL_WARN as NCCL_WARN_LINE
+from ncclcheck.explain.hsregex import Untranslatable, prefix_run, to_hyperscan
+from ncclcheck.explain.lines import _PREFIXES as LINE_PREFIXES, parse_line
+from ncclcheck.explain.prefilter import Literal
+from ncclcheck.explain.scan import GOES_ON
+
+CATCH_ALL = "python.uncaught_exception"
+NOISY_HITS = 256   # hits of one literal in a block that make a full-pattern pass worth it
+MEMO_SIZE = 4096   # distinct messages whose _feeds answer is remembered
+SUFFIX = 4         # bytes of a cut literal's first part that index it (see _splits)
+_STRIPPED = b" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f"  # what str.rstrip() takes off an ASCII line
+_FULL_DATE = re.compile(rb"[\s\x1c-\x1f]*\[?\d{4}-\d\d-\d\d")  # as engine.py sets the year
+
+
+# A line holding literals: (where its text starts, its start, its end, its literal ids); a
+# plain tuple, as a dense log has hundreds of thousands of them.
+LitLine = tuple[int, int, int, set[int]]
+
+
+class Gate:
+    """Per block, which lines holding only common literals can be left out (Hyperscan only)."""
+
+    def __init__(self, signatures: Sequence[Signature], literals: Sequence[Literal]) -> None:
+        import hyperscan
+
+        self._hs = hyperscan
+        self._start = prefix_run(LINE_PREFIXES.pattern, LINE_PREFIXES.flags)
+        place = {lit: index for index, lit in enumerate(literals)}
+        self._owners: dict[int, list[Signature]] = {}
+        for sig in signatures:
+            for lit in sig.literals:
+                if lit in place:
+                    self._owners.setdefault(place[lit], []).append(sig)
+        self._firm_owned = frozenset(i for i, owners in self._owners.items()
+                                     if any(sig.id != CATCH_ALL for sig in owners))
+        self._expressions: dict[str, list[bytes] | None] = {}
+        self._splits = _splits([lit for lit, i in place.items() if i in self._firm_owned])
+        self._fed: dict[str, bool] = {}
+
+    def noisy(self, hits: Iterable[tuple[int, int]]) -> frozenset[int]:
+        """The literals common enough in this block to be worth a full-pattern pass."""
+        counts = Counter(literal_id for _, literal_id in hits)
+        return frozenset(i for i, n in counts.items()
+                         if n >= NOISY_HITS and self._translatable(i))
+
+    def _translatable(self, literal_id: int) -> bool:
+        """Whether every pattern of the literal's owners has a Hyperscan form."""
+        for sig in self._owners.get(literal_id, ()):
+            if sig.id not in self._expressions:
+                try:
+                    self._expressions[sig.id] = [to_hyperscan(p, 0, self._start)
+                                                 for p in sig.patterns]
+                except Untranslatable:
+                    self._expressions[sig.id] = None
+            if self._expressions[sig.id] is None:
+                return False
+        return True
+
+    def keep(self, body: bytes, lines: list[LitLine], noisy: frozenset[int], max_line: int,
+             year_known: bool) -> list[LitLine]:
+        """The lines among ``lines`` that still go to the matcher."""
+        database = self._database(noisy)
+        if database is None:
+            return lines
+        matched: set[int] = set()
+        database.scan(body, match_event_handler=lambda _i, _s, end, _f, _c: matched.add(end))
+        ascii_block = body.isascii()
+        literal_starts = {line_start for _, line_start, _, _ in lines}
+        return [line for line in lines
+                if not line[3] <= noisy or line[2] in matched
+                or not self._droppable(body, line, max_line, year_known, ascii_block,
+                                       literal_starts)]
+
+    def _droppable(self, body: bytes, line: LitLine, max_line: int, year_known: bool,
+                   ascii_block: bool, literal_starts: set[int]) -> bool:
+        _, line_start, line_end, ids = line
+        text = body[line_start:line_end]
+        if line_end - line_start > max_line // 2 or (not ascii_block and not text.isascii()):
+            return False
+        if not year_known and _FULL_DATE.match(text):
+            return False
+        if GOES_ON.search(text):
+            below = line_end + 1
+            if below >= len(body) or below in literal_starts or ids & self._firm_owned:
+                return False
+            next_end = body.find(b"\n", below)
+            if self._joins(text, body[below:len(body) if next_end < 0 else next_end]):
+                return False
+        return not self._feeds(parse_line(text.decode("ascii")).message)
+
+    def _feeds(self, message: str) -> bool:
+        """Whether the context (context.py) or the keyword fallback (fallback.py) could keep
+        a line with this message (remembered: ranks print the same message many times)."""
+        known = self._fed.get(message)
+        if known is None:
+            if len(self._fed) >= MEMO_SIZE:
+                self._fed.clear()
+            known = self._fed[message] = _feeds(message)
+        return known
+
+    def _joins(self, header: bytes, below: bytes) -> bool:
+        """Whether a literal of a signature other than the catch-all can span the join of
+        ``header`` and the line ``below`` (matcher.match_continued joins them with a space)."""
+        tail = header.rstrip(_STRIPPED)
+        if not tail.isascii():
+            return True
+        lowered = tail[-SUFFIX:].lower()
+        for size in range(len(lowered) + 1):
+            for before, caseless, after in self._splits.get(lowered[len(lowered) - size:], ()):
+                if (tail.lower() if caseless else tail).endswith(before) and after.search(below):
+                    return True
+        return False
+
+    @lru_cache(maxsize=32)
+    def _database(self, noisy: frozenset[int]):
+        """Hyperscan over the full patterns of the owners of ``noisy``; None when it will not
+        compile."""
+        owners = {sig.id for i in noisy for sig in self._owners.get(i, ())}
+        expressions = [e for sig_id in sorted(owners) for e in self._expressions[sig_id] or ()]
+        if not expressions:
+            return None
+        database = self._hs.Database(mode=self._hs.HS_MODE_BLOCK)
+        try:
+            database.compile(expressions=expressions, ids=list(range(len(expressions))),
+                             flags=[self._hs.HS_FLAG_MULTILINE] * len(expressions))
+        except self._hs.error:
+            return None
+        return database
+
+
+def _feeds(message: str) -> bool:
+    """Whether the context (context.py) or the keyword fallback (fallback.py) could keep a
+    line with this message: their own tests, less the ones that only turn a line down."""
+    return ("INFO" in message or "NCCL version" in message or "GLOBAL_RANK" in message
+            or bool(CONTEXT_KEEPS.search(message) or NCCL_WARN_LINE.search(message)
+                    or FAILED_LINE.search(message)))
+
+
+def _splits(literals: Iterable[Literal]) -> dict[bytes, tuple[tuple[bytes, bool, re.Pattern[bytes]], ...]]:
+    """Each literal cut at each of its spaces, as (text before, caseless, any text after),
+    indexed by the last ``SUFFIX`` characters of the text before (lower-cased; all of it
+    when shorter, so a literal that starts with a space is under the empty key)."""
+    afters: dict[tuple[bytes, bool], set[bytes]] = {}
+    for lit in literals:
+        text = lit.text.encode()
+        for cut in (i for i, char in enumerate(text) if char == 0x20):
+            afters.setdefault((text[:cut], lit.caseless), set()).add(text[cut + 1:])
+    out: dict[bytes, list[tuple[bytes, bool, re.Pattern[bytes]]]] = {}
+    for (before, caseless), texts in afters.items():
+        either = re.compile(b"|".join(re.escape(t) for t in sorted(texts)),
+                            re.IGNORECASE if caseless else 0)
+        out.setdefault(before[-SUFFIX:].lower(), []).append((before, caseless, either))
+    return {key: tuple(value) for key, value in out.items()}
