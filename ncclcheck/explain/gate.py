@@ -35,7 +35,7 @@ from ncclcheck.explain.scan import GOES_ON
 CATCH_ALL = "python.uncaught_exception"
 NOISY_HITS = 256   # hits of one literal in a block that make a full-pattern pass worth it
 MEMO_SIZE = 4096   # distinct messages whose _feeds answer is remembered
-SUFFIX = 4         # bytes of a cut literal's first part that index it (see _splits)
+SUFFIX = 4         # characters before a literal's space that index the cut
 _STRIPPED = b" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f"  # what str.rstrip() takes off an ASCII line
 _FULL_DATE = re.compile(rb"[\s\x1c-\x1f]*\[?\d{4}-\d\d-\d\d")  # as engine.py sets the year
 
@@ -62,7 +62,13 @@ class Gate:
         self._firm_owned = frozenset(i for i, owners in self._owners.items()
                                      if any(sig.id != CATCH_ALL for sig in owners))
         self._expressions: dict[str, list[bytes] | None] = {}
-        self._splits = _splits([lit for lit, i in place.items() if i in self._firm_owned])
+        self._cuts = _cuts(lit for lit, i in place.items() if i in self._firm_owned)
+        # Cuts by the last SUFFIX characters before the space (lower-cased; all when shorter).
+        self._cut_index: dict[bytes, list[int]] = {}
+        for where, (before, _, _) in enumerate(self._cuts):
+            self._cut_index.setdefault(before[-SUFFIX:].lower(), []).append(where)
+        self._longest_before = max((len(before) for before, _, _ in self._cuts), default=0) + 1
+        self._after_memo: dict[bytes, re.Pattern[bytes] | None] = {}
         self._fed: dict[str, bool] = {}
 
     def noisy(self, hits: Iterable[tuple[int, int]]) -> frozenset[int]:
@@ -132,12 +138,30 @@ class Gate:
         tail = header.rstrip(_STRIPPED)
         if not tail.isascii():
             return True
+        after = self._afters(tail[-self._longest_before:])
+        return after is not None and after.search(below) is not None
+
+    def _afters(self, tail: bytes) -> re.Pattern[bytes] | None:
+        """What must follow the join for a literal cut at a space to span it, given the text
+        before the join (remembered: a repeated error message ends the same way)."""
+        if tail in self._after_memo:
+            return self._after_memo[tail]
+        if len(self._after_memo) >= MEMO_SIZE:
+            self._after_memo.clear()
         lowered = tail[-SUFFIX:].lower()
-        for size in range(len(lowered) + 1):
-            for before, caseless, after in self._splits.get(lowered[len(lowered) - size:], ()):
-                if (tail.lower() if caseless else tail).endswith(before) and after.search(below):
-                    return True
-        return False
+        fitting = frozenset(
+            place for size in range(len(lowered) + 1)
+            for place in self._cut_index.get(lowered[len(lowered) - size:], ())
+            if (tail.lower() if self._cuts[place][1] else tail).endswith(self._cuts[place][0]))
+        found = self._after_memo[tail] = self._union(fitting) if fitting else None
+        return found
+
+    @lru_cache(maxsize=256)
+    def _union(self, places: frozenset[int]) -> re.Pattern[bytes]:
+        """One search for the texts after the cuts at ``places``."""
+        parts = sorted({(b"(?i:%s)" if caseless else b"%s") % re.escape(after)
+                        for before, caseless, after in (self._cuts[p] for p in places)})
+        return re.compile(b"|".join(parts))
 
     @lru_cache(maxsize=32)
     def _database(self, noisy: frozenset[int]):
@@ -164,18 +188,11 @@ def _feeds(message: str) -> bool:
                     or FAILED_LINE.search(message)))
 
 
-def _splits(literals: Iterable[Literal]) -> dict[bytes, tuple[tuple[bytes, bool, re.Pattern[bytes]], ...]]:
-    """Each literal cut at each of its spaces, as (text before, caseless, any text after),
-    indexed by the last ``SUFFIX`` characters of the text before (lower-cased; all of it
-    when shorter, so a literal that starts with a space is under the empty key)."""
-    afters: dict[tuple[bytes, bool], set[bytes]] = {}
+def _cuts(literals: Iterable[Literal]) -> tuple[tuple[bytes, bool, bytes], ...]:
+    """Each literal cut at each of its spaces: (text before, caseless, text after)."""
+    out: set[tuple[bytes, bool, bytes]] = set()
     for lit in literals:
         text = lit.text.encode()
-        for cut in (i for i, char in enumerate(text) if char == 0x20):
-            afters.setdefault((text[:cut], lit.caseless), set()).add(text[cut + 1:])
-    out: dict[bytes, list[tuple[bytes, bool, re.Pattern[bytes]]]] = {}
-    for (before, caseless), texts in afters.items():
-        either = re.compile(b"|".join(re.escape(t) for t in sorted(texts)),
-                            re.IGNORECASE if caseless else 0)
-        out.setdefault(before[-SUFFIX:].lower(), []).append((before, caseless, either))
-    return {key: tuple(value) for key, value in out.items()}
+        out.update((text[:cut], lit.caseless, text[cut + 1:])
+                   for cut, char in enumerate(text) if char == 0x20)
+    return tuple(sorted(out))
