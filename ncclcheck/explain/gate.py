@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterable, Sequence
 
@@ -38,6 +39,15 @@ MEMO_SIZE = 4096   # distinct messages whose _feeds answer is remembered
 SUFFIX = 4         # characters before a literal's space that index the cut
 _STRIPPED = b" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f"  # what str.rstrip() takes off an ASCII line
 _FULL_DATE = re.compile(rb"[\s\x1c-\x1f]*\[?\d{4}-\d\d-\d\d")  # as engine.py sets the year
+
+
+@dataclass(frozen=True)
+class LineFacts:
+    """What decides, apart from its neighbours, whether a line can be left out."""
+
+    dated: bool                    # starts with a full date (the reader may need its year)
+    header: bool                   # may go on below (scan.GOES_ON)
+    after: re.Pattern[bytes] | None  # what the line below must hold to complete a literal
 
 
 # A line holding literals: (where its text starts, its start, its end, its literal ids); a
@@ -69,6 +79,7 @@ class Gate:
             self._cut_index.setdefault(before[-SUFFIX:].lower(), []).append(where)
         self._longest_before = max((len(before) for before, _, _ in self._cuts), default=0) + 1
         self._after_memo: dict[bytes, re.Pattern[bytes] | None] = {}
+        self._facts_memo: dict[bytes, LineFacts | None] = {}
         self._fed: dict[str, bool] = {}
 
     def noisy(self, hits: Iterable[tuple[int, int]]) -> frozenset[int]:
@@ -108,38 +119,48 @@ class Gate:
     def _droppable(self, body: bytes, line: LitLine, max_line: int, year_known: bool,
                    ascii_block: bool, literal_starts: set[int]) -> bool:
         _, line_start, line_end, ids = line
-        text = body[line_start:line_end]
-        if line_end - line_start > max_line // 2 or (not ascii_block and not text.isascii()):
+        if line_end - line_start > max_line // 2:
             return False
-        if not year_known and _FULL_DATE.match(text):
+        facts = self._facts(body[line_start:line_end], ascii_block)
+        if facts is None or (facts.dated and not year_known):
             return False
-        if GOES_ON.search(text):
+        if facts.header:
             below = line_end + 1
             if below >= len(body) or below in literal_starts or ids & self._firm_owned:
                 return False
-            next_end = body.find(b"\n", below)
-            if self._joins(text, body[below:len(body) if next_end < 0 else next_end]):
-                return False
-        return not self._feeds(parse_line(text.decode("ascii")).message)
+            if facts.after is not None:
+                next_end = body.find(b"\n", below)
+                if facts.after.search(body, below, len(body) if next_end < 0 else next_end):
+                    return False
+        return True
 
-    def _feeds(self, message: str) -> bool:
+    def _facts(self, text: bytes, ascii_block: bool) -> LineFacts | None:
+        """What a line says by itself; None when it is kept whatever its neighbours
+        (remembered: a healthy run repeats its warnings verbatim)."""
+        if text in self._facts_memo:
+            return self._facts_memo[text]
+        if len(self._facts_memo) >= MEMO_SIZE:
+            self._facts_memo.clear()
+        facts = None
+        if (ascii_block or text.isascii()) and not self._feeds(text):
+            header = bool(GOES_ON.search(text))
+            tail = text.rstrip(_STRIPPED)
+            facts = LineFacts(dated=bool(_FULL_DATE.match(text)), header=header,
+                              after=self._afters(tail[-self._longest_before:]) if header
+                              else None)
+        self._facts_memo[text] = facts
+        return facts
+
+    def _feeds(self, text: bytes) -> bool:
         """Whether the context (context.py) or the keyword fallback (fallback.py) could keep
-        a line with this message (remembered: ranks print the same message many times)."""
+        the line: their own tests on its message, less the ones that only turn a line down."""
+        message = parse_line(text.decode("ascii")).message
         known = self._fed.get(message)
         if known is None:
             if len(self._fed) >= MEMO_SIZE:
                 self._fed.clear()
             known = self._fed[message] = _feeds(message)
         return known
-
-    def _joins(self, header: bytes, below: bytes) -> bool:
-        """Whether a literal of a signature other than the catch-all can span the join of
-        ``header`` and the line ``below`` (matcher.match_continued joins them with a space)."""
-        tail = header.rstrip(_STRIPPED)
-        if not tail.isascii():
-            return True
-        after = self._afters(tail[-self._longest_before:])
-        return after is not None and after.search(below) is not None
 
     def _afters(self, tail: bytes) -> re.Pattern[bytes] | None:
         """What must follow the join for a literal cut at a space to span it, given the text
@@ -181,8 +202,7 @@ class Gate:
 
 
 def _feeds(message: str) -> bool:
-    """Whether the context (context.py) or the keyword fallback (fallback.py) could keep a
-    line with this message: their own tests, less the ones that only turn a line down."""
+    """Whether context.LogContext.feed or fallback.ErrorCues.feed could use ``message``."""
     return ("INFO" in message or "NCCL version" in message or "GLOBAL_RANK" in message
             or bool(CONTEXT_KEEPS.search(message) or NCCL_WARN_LINE.search(message)
                     or FAILED_LINE.search(message)))
