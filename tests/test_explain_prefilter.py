@@ -94,3 +94,30 @@ def test_forced_fallback_explains_like_the_fast_engine(tmp_path, monkeypatch):
                                ["findings"]]
     assert results["re"] == [("nccl.invalid_rank", 3), ("cuda.illegal_memory_access", 4)]
     assert all(found == results["re"] for found in results.values()), results
+
+
+def test_the_token_sieve_names_the_tokens_a_block_holds():
+    pytest.importorskip("hyperscan")
+    tokens = (b"NCCL INFO", b"rror", b"torchrun", b"Killed")
+    block = b"a NCCL INFO b\nan error here\nnothing\n"
+    assert set(prefilter.token_sieve(tokens, "hyperscan").present(block)) == \
+        {b"NCCL INFO", b"rror"}
+    assert set(prefilter.token_sieve(tokens, "re").present(block)) == set(tokens)
+
+
+def test_the_sieve_does_not_change_the_candidates():
+    """The same lines, with the same reasons, whether the sieve is Hyperscan's or none."""
+    pytest.importorskip("hyperscan")
+    import io
+    from ncclcheck.explain import scan
+    text = (b"node1:1:1 [0] NCCL INFO Bootstrap : Using eth0\n+ torchrun --nnodes=2 x\n"
+            b"step 3 failed, retrying\nNCCL_SOCKET_IFNAME=eth0 set by environment to eth0\n")
+    index = literal_index("hyperscan")
+    seen = []
+    for engine in ("hyperscan", "re"):
+        scanner = scan.Scanner(index)
+        scanner.sieve = prefilter.token_sieve(scan.INFO_TOKENS + scan.CONTEXT_TOKENS
+                                              + scan.ERROR_TOKENS, engine)
+        seen.append([(c.number, c.text, c.info, c.context, c.error)
+                     for c in scanner.lines(io.BytesIO(text))])
+    assert seen[0] == seen[1] and len(seen[0]) == 4

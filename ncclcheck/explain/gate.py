@@ -110,14 +110,14 @@ class Gate:
         matched: set[int] = set()
         database.scan(body, match_event_handler=lambda _i, _s, end, _f, _c: matched.add(end))
         ascii_block = body.isascii()
-        literal_starts = {line_start for _, line_start, _, _ in lines}
+        literals_at = {line_start: ids for _, line_start, _, ids in lines}
         return [line for line in lines
                 if not line[3] <= noisy or line[2] in matched
                 or not self._droppable(body, line, max_line, year_known, ascii_block,
-                                       literal_starts)]
+                                       literals_at)]
 
     def _droppable(self, body: bytes, line: LitLine, max_line: int, year_known: bool,
-                   ascii_block: bool, literal_starts: set[int]) -> bool:
+                   ascii_block: bool, literals_at: dict[int, set[int]]) -> bool:
         _, line_start, line_end, ids = line
         if line_end - line_start > max_line // 2:
             return False
@@ -126,7 +126,8 @@ class Gate:
             return False
         if facts.header:
             below = line_end + 1
-            if below >= len(body) or below in literal_starts or ids & self._firm_owned:
+            if below >= len(body) or not self._firm_owned.isdisjoint(
+                    literals_at.get(below, ())) or not self._firm_owned.isdisjoint(ids):
                 return False
             if facts.after is not None:
                 next_end = body.find(b"\n", below)
