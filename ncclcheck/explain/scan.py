@@ -60,6 +60,7 @@ class Scanner:
         self.block = block
         self.gate = gate  # leaves out lines holding only a common literal (gate.py)
         self._year_known: Callable[[], bool] = lambda: False
+        self._noisy: frozenset[int] = frozenset()  # literals common in this file so far
         # Most tokens never occur in a given log: ask once per block which ones do.
         self.sieve = token_sieve(INFO_TOKENS + CONTEXT_TOKENS + ERROR_TOKENS, index.name)
         self._context_left = MAX_CONTEXT_LINES
@@ -70,6 +71,7 @@ class Scanner:
         """The candidates of ``stream``; ``year_known`` says whether the reader has seen the
         log's year already (until then, a line with a full date is never left out)."""
         self._year_known = year_known
+        self._noisy: frozenset[int] = frozenset()
         line_base = 1          # number of the first line in the current buffer
         carry = b""
         info_left = MAX_INFO_LINES
@@ -167,7 +169,8 @@ class Scanner:
             return [start for start, *_ in _group(body, ((end, 0) for end in self.index.ends(body)))]
         hits = self.index.hits(body)
         lines = _group(body, hits)
-        noisy = self.gate.noisy(hits)
+        self._noisy |= self.gate.noisy(hits)  # common once, common for the rest of the file
+        noisy = self._noisy
         if noisy:
             lines = self.gate.keep(body, lines, noisy, MAX_LINE, self._year_known())
         return [start for start, *_ in lines]
