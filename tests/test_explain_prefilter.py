@@ -106,18 +106,23 @@ def test_the_token_sieve_names_the_tokens_a_block_holds():
 
 
 def test_the_sieve_does_not_change_the_candidates():
-    """The same lines, with the same reasons, whether the sieve is Hyperscan's or none."""
+    """The same lines, with the same reasons, whether Hyperscan names the tokens in the
+    literal pass, in a pass of their own, or not at all."""
     pytest.importorskip("hyperscan")
     import io
     from ncclcheck.explain import scan
     text = (b"node1:1:1 [0] NCCL INFO Bootstrap : Using eth0\n+ torchrun --nnodes=2 x\n"
-            b"step 3 failed, retrying\nNCCL_SOCKET_IFNAME=eth0 set by environment to eth0\n")
-    index = literal_index("hyperscan")
+            b"step 3 failed, retrying\nNCCL_SOCKET_IFNAME=eth0 set by environment to eth0\n"
+            b"node2:2251:2251 [2] init.cc:1872 NCCL WARN Invalid rank requested : 6/4\n")
+    literals = [lit for sig in SIGNATURES for lit in sig.literals]
     seen = []
-    for engine in ("hyperscan", "re"):
+    for index, sieve in ((literal_index("hyperscan"), None),
+                         (build_index(literals, "hyperscan"), "hyperscan"),
+                         (build_index(literals, "hyperscan"), "re")):
         scanner = scan.Scanner(index)
-        scanner.sieve = prefilter.token_sieve(scan.INFO_TOKENS + scan.CONTEXT_TOKENS
-                                              + scan.ERROR_TOKENS, engine)
-        seen.append([(c.number, c.text, c.info, c.context, c.error)
+        if sieve:
+            scanner.sieve = prefilter.token_sieve(scan.TOKENS, sieve)
+        seen.append([(c.number, c.text, c.gated, c.info, c.context, c.error)
                      for c in scanner.lines(io.BytesIO(text))])
-    assert seen[0] == seen[1] and len(seen[0]) == 4
+    assert seen[0] == seen[1] == seen[2] and len(seen[0]) == 5
+    assert literal_index("hyperscan").tokens == scan.TOKENS  # one pass in explain

@@ -19,7 +19,7 @@ from ncclcheck.explain.lines import LineInfo, parse_line, stamp_in
 from ncclcheck.explain.reader import InputError, Source, sources
 from ncclcheck.explain.prefilter import ENGINE_VARIABLE, LiteralIndex, build_index
 from ncclcheck.explain.reflow import unwrap
-from ncclcheck.explain.scan import Candidate, Scanner
+from ncclcheck.explain.scan import TOKENS, Candidate, Scanner
 from ncclcheck.explain.summary import NcclSummary
 
 if TYPE_CHECKING:
@@ -117,7 +117,7 @@ def literal_index(engine: str | None = None) -> LiteralIndex:
 @lru_cache(maxsize=4)
 def _index(engine: str) -> LiteralIndex:
     literals = [lit for sig in line_signatures() for lit in sig.literals]
-    return build_index(literals, engine or None)
+    return build_index(literals, engine or None, tokens=TOKENS)
 
 
 def explain(paths: list[str]) -> Explanation:

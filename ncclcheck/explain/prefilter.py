@@ -99,25 +99,35 @@ class HyperscanIndex:
 
     name = "hyperscan"
 
-    def __init__(self, literals: Sequence[Literal]) -> None:
+    def __init__(self, literals: Sequence[Literal], tokens: Sequence[bytes] = ()) -> None:
         import hyperscan
 
         unique = sorted(set(literals), key=lambda lit: (lit.text, lit.caseless))
         self.literals: tuple[Literal, ...] = tuple(unique)  # a hit's id is its place here
+        # The scanner's tokens ride along, each reported once a block (see TokenSieve).
+        self.tokens: tuple[bytes, ...] = tuple(tokens)
         self._db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
         self._db.compile(
-            expressions=[lit.text.encode() for lit in unique],
-            ids=list(range(len(unique))),
-            flags=[hyperscan.HS_FLAG_CASELESS if lit.caseless else 0 for lit in unique],
+            expressions=[lit.text.encode() for lit in unique] + list(self.tokens),
+            ids=list(range(len(unique) + len(self.tokens))),
+            flags=[hyperscan.HS_FLAG_CASELESS if lit.caseless else 0 for lit in unique]
+            + [hyperscan.HS_FLAG_SINGLEMATCH] * len(self.tokens),
             literal=True,
         )
 
-    def hits(self, block: bytes) -> list[tuple[int, int]]:
-        """(offset just past it, literal id) of every occurrence, in order of offset."""
+    def hits(self, block: bytes,
+             tokens_found: list[bytes] | None = None) -> list[tuple[int, int]]:
+        """(offset just past it, literal id) of every occurrence, in order of offset; the
+        tokens the block holds are added to ``tokens_found``."""
         found: list[tuple[int, int]] = []
+        first_token = len(self.literals)
+        tokens, seen = self.tokens, tokens_found if tokens_found is not None else []
 
-        def on_match(literal_id: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
-            found.append((end, literal_id))
+        def on_match(pattern_id: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
+            if pattern_id < first_token:
+                found.append((end, pattern_id))
+            else:
+                seen.append(tokens[pattern_id - first_token])
 
         self._db.scan(block, match_event_handler=on_match)
         found.sort()
@@ -180,12 +190,16 @@ _BUILDERS: dict[str, Callable[[Sequence[Literal]], LiteralIndex]] = {
 }
 
 
-def build_index(literals: Sequence[Literal], engine: str | None = None) -> LiteralIndex:
-    """The fastest available engine (or ``engine`` / $NCCLCHECK_EXPLAIN_ENGINE when given)."""
+def build_index(literals: Sequence[Literal], engine: str | None = None,
+                tokens: Sequence[bytes] = ()) -> LiteralIndex:
+    """The fastest available engine (or ``engine`` / $NCCLCHECK_EXPLAIN_ENGINE when given);
+    Hyperscan also reports which of ``tokens`` a block holds, in the same pass."""
     wanted = engine or os.environ.get(ENGINE_VARIABLE) or ""
     order = (wanted,) if wanted in ENGINES else ENGINES
     for name in order:
         try:
+            if name == "hyperscan":
+                return HyperscanIndex(literals, tokens)
             return _BUILDERS[name](literals)
         except ImportError:
             continue

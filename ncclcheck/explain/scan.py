@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, BinaryIO, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, BinaryIO, Callable, Collection, Iterable, Iterator
 
 from ncclcheck.explain.context import CONTEXT_TOKENS
 from ncclcheck.explain.prefilter import LiteralIndex, token_sieve
@@ -30,6 +30,7 @@ ERROR_TOKENS = (b"rror", b"RROR", b"ailed", b"FAIL", b"ailure", b"xception", b"W
                 b"ignal", b"SIG", b"core dumped", b"Abort", b"timed out", b"refused", b"atal",
                 b"ATAL")
 INFO_TOKENS = (b"NCCL INFO", b"NCCL version")
+TOKENS = INFO_TOKENS + CONTEXT_TOKENS + ERROR_TOKENS  # whatever makes a line worth handing on
 LAST_ERROR = b"Last error:"
 # A line whose message goes on below it: torch's "Last error:" echo, an exception header
 # ("MisconfigurationException: ..." with the reason on the next line).
@@ -62,7 +63,7 @@ class Scanner:
         self._year_known: Callable[[], bool] = lambda: False
         self._noisy: frozenset[int] = frozenset()  # literals common in this file so far
         # Most tokens never occur in a given log: ask once per block which ones do.
-        self.sieve = token_sieve(INFO_TOKENS + CONTEXT_TOKENS + ERROR_TOKENS, index.name)
+        self.sieve = token_sieve(TOKENS, index.name)
         self._context_left = MAX_CONTEXT_LINES
         self._error_left = MAX_ERROR_LINES
 
@@ -111,9 +112,9 @@ class Scanner:
         starts: dict[int, int] = {}
         if first_line_wanted:
             starts[0] = GATE | NEXT
-        for start in self._literal_lines(body):
+        literal_starts, present = self._literal_lines(body)
+        for start in literal_starts:
             starts[start] = starts.get(start, 0) | GATE
-        present = self.sieve.present(body)
         if info_left > 0:
             for token in INFO_TOKENS:
                 if token in present:
@@ -162,18 +163,23 @@ class Scanner:
                     starts[nxt] |= GATE | NEXT
         return out, pending_next, info_left
 
-    def _literal_lines(self, body: bytes) -> list[int]:
+    def _literal_lines(self, body: bytes) -> tuple[list[int], Collection[bytes]]:
         """Where the text of each line holding a literal starts (the line's start, or for a very
-        long line a window that keeps the hit in view), less what the gate leaves out."""
-        if self.gate is None or not hasattr(self.index, "hits"):
-            return [start for start, *_ in _group(body, ((end, 0) for end in self.index.ends(body)))]
-        hits = self.index.hits(body)
+        long line a window that keeps the hit in view), less what the gate leaves out; and
+        which tokens the block holds."""
+        if not hasattr(self.index, "hits"):
+            lines = _group(body, ((end, 0) for end in self.index.ends(body)))
+            return [start for start, *_ in lines], self.sieve.present(body)
+        present: list[bytes] = []
+        hits = self.index.hits(body, present)
+        if getattr(self.index, "tokens", ()) != TOKENS:
+            present = list(self.sieve.present(body))
         lines = _group(body, hits)
-        self._noisy |= self.gate.noisy(hits)  # common once, common for the rest of the file
-        noisy = self._noisy
-        if noisy:
-            lines = self.gate.keep(body, lines, noisy, MAX_LINE, self._year_known())
-        return [start for start, *_ in lines]
+        if self.gate is not None:
+            self._noisy |= self.gate.noisy(hits)  # common once, common for the rest of the file
+            if self._noisy:
+                lines = self.gate.keep(body, lines, self._noisy, MAX_LINE, self._year_known())
+        return [start for start, *_ in lines], present
 
     @staticmethod
     def _collect(body: bytes, token: bytes, starts: dict[int, int], why: int,
