@@ -92,6 +92,7 @@ def test_a_line_holding_only_a_common_literal_no_one_can_use_is_left_out(monkeyp
     ("RuntimeError: something odd happened", "x"),                     # the catch-all matches
     (NOISE.format(n=1), "RendezvousConnectionError: The connection to the C10d store has failed"),
     ("Retrying after ConnectionError: Call to", "ibv_reg_mr failed"),  # a literal across the join
+    ("Retrying after ConnectionError: job 7 ON node1", "CANCELLED AT 2026-12-02T12:00:00"),
     ("2026-12-02 12:59:53,123 " + NOISE.format(n=1), "x"),            # the year is still unknown
     ("Retrying after ConnectionError: failed", "x"),                   # the fallback counts it
     ("Retrying after ConnectionError: NCCL_SOCKET_IFNAME=eth0", "x"),  # the context keeps it

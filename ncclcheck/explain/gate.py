@@ -50,6 +50,8 @@ class LineFacts:
     after: re.Pattern[bytes] | None  # what the line below must hold to complete a literal
 
 
+_UNSEEN = LineFacts(dated=True, header=True, after=None)  # marks a line not yet remembered
+
 # A line holding literals: (where its text starts, its start, its end, its literal ids); a
 # plain tuple, as a dense log has hundreds of thousands of them.
 LitLine = tuple[int, int, int, set[int]]
@@ -104,24 +106,34 @@ class Gate:
     def keep(self, body: bytes, lines: list[LitLine], noisy: frozenset[int], max_line: int,
              year_known: bool) -> list[LitLine]:
         """The lines among ``lines`` that still go to the matcher."""
-        database = self._database(noisy)
-        if database is None:
+        built = self._database(noisy)
+        if built is None:
             return lines
-        matched: set[int] = set()
-        database.scan(body, match_event_handler=lambda _i, _s, end, _f, _c: matched.add(end))
+        database, first_spaced = built
+        matched: set[int] = set()    # line ends where an owner's full pattern may match
+        spaced: set[int] = set()     # line ends of lines holding a text after a leading space
+
+        def on_match(expression: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
+            (matched if expression < first_spaced else spaced).add(end)
+
+        database.scan(body, match_event_handler=on_match)
         ascii_block = body.isascii()
         literals_at = {line_start: ids for _, line_start, _, ids in lines}
         return [line for line in lines
                 if not line[3] <= noisy or line[2] in matched
                 or not self._droppable(body, line, max_line, year_known, ascii_block,
-                                       literals_at)]
+                                       literals_at, spaced)]
 
     def _droppable(self, body: bytes, line: LitLine, max_line: int, year_known: bool,
-                   ascii_block: bool, literals_at: dict[int, set[int]]) -> bool:
+                   ascii_block: bool, literals_at: dict[int, set[int]],
+                   spaced: set[int]) -> bool:
         _, line_start, line_end, ids = line
         if line_end - line_start > max_line // 2:
             return False
-        facts = self._facts(body[line_start:line_end], ascii_block)
+        text = body[line_start:line_end]
+        facts = self._facts_memo.get(text, _UNSEEN)
+        if facts is _UNSEEN:
+            facts = self._facts(text, ascii_block)
         if facts is None or (facts.dated and not year_known):
             return False
         if facts.header:
@@ -129,17 +141,16 @@ class Gate:
             if below >= len(body) or not self._firm_owned.isdisjoint(
                     literals_at.get(below, ())) or not self._firm_owned.isdisjoint(ids):
                 return False
-            if facts.after is not None:
-                next_end = body.find(b"\n", below)
-                if facts.after.search(body, below, len(body) if next_end < 0 else next_end):
-                    return False
+            next_end = body.find(b"\n", below)
+            next_end = len(body) if next_end < 0 else next_end
+            if next_end in spaced or (facts.after is not None
+                                      and facts.after.search(body, below, next_end)):
+                return False
         return True
 
     def _facts(self, text: bytes, ascii_block: bool) -> LineFacts | None:
         """What a line says by itself; None when it is kept whatever its neighbours
         (remembered: a healthy run repeats its warnings verbatim)."""
-        if text in self._facts_memo:
-            return self._facts_memo[text]
         if len(self._facts_memo) >= MEMO_SIZE:
             self._facts_memo.clear()
         facts = None
@@ -172,7 +183,7 @@ class Gate:
             self._after_memo.clear()
         lowered = tail[-SUFFIX:].lower()
         fitting = frozenset(
-            place for size in range(len(lowered) + 1)
+            place for size in range(1, len(lowered) + 1)  # leading spaces: see _database
             for place in self._cut_index.get(lowered[len(lowered) - size:], ())
             if (tail.lower() if self._cuts[place][1] else tail).endswith(self._cuts[place][0]))
         found = self._after_memo[tail] = self._union(fitting) if fitting else None
@@ -187,19 +198,25 @@ class Gate:
 
     @lru_cache(maxsize=32)
     def _database(self, noisy: frozenset[int]):
-        """Hyperscan over the full patterns of the owners of ``noisy``; None when it will not
-        compile."""
+        """Hyperscan over the full patterns of the owners of ``noisy`` (ids from 0), then the
+        texts that follow a literal's leading space (ids from ``self._space_id``, as a header
+        line's join can start any of them); None when it will not compile."""
         owners = {sig.id for i in noisy for sig in self._owners.get(i, ())}
         expressions = [e for sig_id in sorted(owners) for e in self._expressions[sig_id] or ()]
         if not expressions:
             return None
+        spaced = [(after, caseless) for before, caseless, after in self._cuts if not before]
+        flags = [self._hs.HS_FLAG_MULTILINE] * len(expressions) + [
+            self._hs.HS_FLAG_MULTILINE | (self._hs.HS_FLAG_CASELESS if caseless else 0)
+            for _, caseless in spaced]
+        expressions += [re.escape(after) + b"[^\\n]*$" for after, _ in spaced]
         database = self._hs.Database(mode=self._hs.HS_MODE_BLOCK)
         try:
             database.compile(expressions=expressions, ids=list(range(len(expressions))),
-                             flags=[self._hs.HS_FLAG_MULTILINE] * len(expressions))
+                             flags=flags)
         except self._hs.error:
             return None
-        return database
+        return database, len(expressions) - len(spaced)
 
 
 def _feeds(message: str) -> bool:

@@ -204,15 +204,18 @@ class Scanner:
 def _group(body: bytes, hits: Iterable[tuple[int, int]]) -> list[tuple[int, int, int, set[int]]]:
     """Literal hits (end, id) in order, as lines: (text start, line start, line end, ids)."""
     lines: list[tuple[int, int, int, set[int]]] = []
+    find, rfind, size, half = body.find, body.rfind, len(body), MAX_LINE // 2
     line_end = -1
     ids: set[int] = set()
     for end, literal_id in hits:
         if end > line_end:  # the first hit of a line places the line's window
-            line_end = body.find(b"\n", end)
-            line_end = len(body) if line_end < 0 else line_end
-            line_start = body.rfind(b"\n", 0, end) + 1
+            line_end = find(b"\n", end)
+            if line_end < 0:
+                line_end = size
+            line_start = rfind(b"\n", 0, end) + 1
             ids = {literal_id}
-            lines.append((max(line_start, end - MAX_LINE // 2), line_start, line_end, ids))
+            lines.append((line_start if end - half < line_start else end - half, line_start,
+                          line_end, ids))
         else:
             ids.add(literal_id)
     return lines
