@@ -4,17 +4,17 @@ A healthy run can print "Error: " by the hundred thousand (``Retrying after Conn
 read timed out``); the literal lets every such line through to Python, which decodes it,
 peels its prefixes and tries the catch-all on it, for nothing. Once a literal shows up often
 in a block (``NOISY_HITS``), the signatures that own it are compiled into a Hyperscan database
-of their full patterns (hsregex.py; only then, as compiling costs time), together with what
-the context (context.py) and the keyword fallback (fallback.py) would keep from a line. A line
-whose literals are all such common ones is left out only when none of these can use it:
+of their full patterns (hsregex.py; only then, as compiling costs time). A line whose literals
+are all such common ones is left out only when nothing that reads candidate lines can use it:
 
 - no full pattern of those signatures matches it (Hyperscan errs on the side of matching);
-- neither the context nor the fallback would keep it;
+- neither the context (context.py) nor the keyword fallback (fallback.py) would keep it;
 - it is ASCII, not very long, and has no full date while the log's year is still unknown;
 - it is not an exception header whose next line could complete a message of another
   signature than the catch-all (a literal of one in either line, or across the join).
 
 So what explain reports does not change; only the work for lines that cannot count does.
+What a line says by itself is remembered per verbatim line, as a healthy run repeats itself.
 """
 
 from __future__ import annotations
@@ -27,13 +27,13 @@ from typing import Iterable, Sequence
 
 from ncclcheck.explain.catalogue import Signature
 from ncclcheck.explain.context import _KEEP as CONTEXT_KEEPS
+from ncclcheck.explain.engine import CATCH_ALL
 from ncclcheck.explain.fallback import _FAILED as FAILED_LINE, _NCCL_WARN as NCCL_WARN_LINE
 from ncclcheck.explain.hsregex import Untranslatable, prefix_run, to_hyperscan
 from ncclcheck.explain.lines import _PREFIXES as LINE_PREFIXES, parse_line
 from ncclcheck.explain.prefilter import Literal
 from ncclcheck.explain.scan import GOES_ON
 
-CATCH_ALL = "python.uncaught_exception"
 NOISY_HITS = 256   # hits of one literal in a block that make a full-pattern pass worth it
 MEMO_SIZE = 4096   # distinct messages whose _feeds answer is remembered
 SUFFIX = 4         # characters before a literal's space that index the cut
@@ -199,8 +199,8 @@ class Gate:
     @lru_cache(maxsize=32)
     def _database(self, noisy: frozenset[int]):
         """Hyperscan over the full patterns of the owners of ``noisy`` (ids from 0), then the
-        texts that follow a literal's leading space (ids from ``self._space_id``, as a header
-        line's join can start any of them); None when it will not compile."""
+        texts that follow a literal's leading space (ids from the number returned with it, as
+        a header line's join can start any of them); None when it will not compile."""
         owners = {sig.id for i in noisy for sig in self._owners.get(i, ())}
         expressions = [e for sig_id in sorted(owners) for e in self._expressions[sig_id] or ()]
         if not expressions:
