@@ -1,13 +1,15 @@
 """How fast `ncclcheck explain` reads a big log, against `grep -c -E` on the same file.
 
     python benchmarks/explain_speed.py [--size-mib 64] [--engine all|hyperscan|aho|re] [--keep DIR]
+                                       [--candidates]
 
 Generates two logs of the given size: a *sparse* one (NCCL INFO init lines, training progress,
 c10d warnings and a handful of real failure lines) and a *dense* one where half the lines carry
 harmless words (``val_error=``, ``TORCH_NCCL_ASYNC_ERROR_HANDLING is deprecated``,
 ``UserWarning``, ``error_rate``, ...). Times `python -m ncclcheck explain --format json` on each
 (process start included) with each prefilter engine, and `grep -c -E` with the signatures'
-literals. Prints MB/s, the ratio to grep and each explain process's peak memory.
+literals. Prints MB/s, the ratio to grep and each explain process's peak memory; with
+``--candidates``, also how many lines each engine hands to the matcher (counted in-process).
 """
 
 from __future__ import annotations
@@ -91,7 +93,20 @@ def literals_pattern() -> str:
     return "|".join(re.escape(text) for text in sorted(texts))
 
 
-def measure(path: str, engines: list[str], label: str) -> None:
+def candidates(path: str, engine: str) -> tuple[int, int]:
+    """(lines handed on, lines tried against the catalogue) for one engine."""
+    from ncclcheck.explain.engine import _gate, literal_index
+    from ncclcheck.explain.scan import Scanner
+
+    handed = gated = 0
+    with open(path, "rb") as stream:
+        for cand in Scanner(literal_index(engine), gate=_gate(engine)).lines(stream):
+            handed += 1
+            gated += cand.gated
+    return handed, gated
+
+
+def measure(path: str, engines: list[str], label: str, count: bool) -> None:
     mb = os.path.getsize(path) / 1e6
     subprocess.run(["cat", path], stdout=subprocess.DEVNULL, check=True)  # warm the cache
     grep_s, grep_cpu, _, grep_out = timed(["grep", "-c", "-E", literals_pattern(), path])
@@ -104,6 +119,9 @@ def measure(path: str, engines: list[str], label: str) -> None:
         print(f"  {'explain (' + engine + ')':<20} {wall:6.2f} s wall {mb / wall:6.0f} MB/s  "
               f"{wall / grep_s:5.1f}x grep wall, {cpu / grep_cpu:5.1f}x grep CPU, "
               f"peak RSS {rss / 1024:4.0f} MiB")
+        if count:
+            handed, gated = candidates(path, engine)
+            print(f"  {'':<20} {handed} lines handed on, {gated} tried against the catalogue")
 
 
 def main() -> int:
@@ -111,6 +129,8 @@ def main() -> int:
     parser.add_argument("--size-mib", type=int, default=64)
     parser.add_argument("--engine", default="all", choices=("all",) + ENGINES)
     parser.add_argument("--keep", help="write the generated logs into this folder and keep them")
+    parser.add_argument("--candidates", action="store_true",
+                        help="also count the lines each engine hands to the matcher")
     args = parser.parse_args()
     folder = args.keep or tempfile.mkdtemp(prefix="explain-speed-")
     os.makedirs(folder, exist_ok=True)
@@ -120,7 +140,7 @@ def main() -> int:
         for label, dense in (("sparse", False), ("dense", True)):
             path = os.path.join(folder, f"{label}.log")
             generate(path, args.size_mib << 20, dense)
-            measure(path, engines, label)
+            measure(path, engines, label, args.candidates)
     finally:
         if not args.keep:
             shutil.rmtree(folder, ignore_errors=True)

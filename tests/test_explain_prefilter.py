@@ -94,3 +94,35 @@ def test_forced_fallback_explains_like_the_fast_engine(tmp_path, monkeypatch):
                                ["findings"]]
     assert results["re"] == [("nccl.invalid_rank", 3), ("cuda.illegal_memory_access", 4)]
     assert all(found == results["re"] for found in results.values()), results
+
+
+def test_the_token_sieve_names_the_tokens_a_block_holds():
+    pytest.importorskip("hyperscan")
+    tokens = (b"NCCL INFO", b"rror", b"torchrun", b"Killed")
+    block = b"a NCCL INFO b\nan error here\nnothing\n"
+    assert set(prefilter.token_sieve(tokens, "hyperscan").present(block)) == \
+        {b"NCCL INFO", b"rror"}
+    assert set(prefilter.token_sieve(tokens, "re").present(block)) == set(tokens)
+
+
+def test_the_sieve_does_not_change_the_candidates():
+    """The same lines, with the same reasons, whether Hyperscan names the tokens in the
+    literal pass, in a pass of their own, or not at all."""
+    pytest.importorskip("hyperscan")
+    import io
+    from ncclcheck.explain import scan
+    text = (b"node1:1:1 [0] NCCL INFO Bootstrap : Using eth0\n+ torchrun --nnodes=2 x\n"
+            b"step 3 failed, retrying\nNCCL_SOCKET_IFNAME=eth0 set by environment to eth0\n"
+            b"node2:2251:2251 [2] init.cc:1872 NCCL WARN Invalid rank requested : 6/4\n")
+    literals = [lit for sig in SIGNATURES for lit in sig.literals]
+    seen = []
+    for index, sieve in ((literal_index("hyperscan"), None),
+                         (build_index(literals, "hyperscan"), "hyperscan"),
+                         (build_index(literals, "hyperscan"), "re")):
+        scanner = scan.Scanner(index)
+        if sieve:
+            scanner.sieve = prefilter.token_sieve(scan.TOKENS, sieve)
+        seen.append([(c.number, c.text, c.gated, c.info, c.context, c.error)
+                     for c in scanner.lines(io.BytesIO(text))])
+    assert seen[0] == seen[1] == seen[2] and len(seen[0]) == 5
+    assert literal_index("hyperscan").tokens == scan.TOKENS  # one pass in explain

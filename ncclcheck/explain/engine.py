@@ -7,7 +7,7 @@ import re
 import zlib
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterable
 
 from ncclcheck.explain.catalogue import Signature, line_signatures
 from ncclcheck.explain.context import LogContext
@@ -19,8 +19,11 @@ from ncclcheck.explain.lines import LineInfo, parse_line, stamp_in
 from ncclcheck.explain.reader import InputError, Source, sources
 from ncclcheck.explain.prefilter import ENGINE_VARIABLE, LiteralIndex, build_index
 from ncclcheck.explain.reflow import unwrap
-from ncclcheck.explain.scan import Candidate, Scanner
+from ncclcheck.explain.scan import TOKENS, Candidate, Scanner
 from ncclcheck.explain.summary import NcclSummary
+
+if TYPE_CHECKING:
+    from ncclcheck.explain.gate import Gate
 
 # torchrun's failure report puts time, host and rank on the lines before "exitcode".
 _BLOCK_FIELD = re.compile(r"^\s*(?P<key>time|host|rank)\s*:\s*(?P<value>\S+)")
@@ -114,7 +117,7 @@ def literal_index(engine: str | None = None) -> LiteralIndex:
 @lru_cache(maxsize=4)
 def _index(engine: str) -> LiteralIndex:
     literals = [lit for sig in line_signatures() for lit in sig.literals]
-    return build_index(literals, engine or None)
+    return build_index(literals, engine or None, tokens=TOKENS)
 
 
 def explain(paths: list[str]) -> Explanation:
@@ -122,8 +125,20 @@ def explain(paths: list[str]) -> Explanation:
     return explain_sources(sources(paths))
 
 
+@lru_cache(maxsize=4)
+def _gate(engine: str) -> Gate | None:
+    """The gate over common literals: Hyperscan only (the other engines read every line
+    holding a literal, as they have no full-pattern pass)."""
+    index = _index(engine)
+    if index.name != "hyperscan":
+        return None
+    from ncclcheck.explain.gate import Gate
+    return Gate(line_signatures(), index.literals)  # type: ignore[attr-defined]
+
+
 def explain_sources(items: list[Source]) -> Explanation:
-    scanner = Scanner(literal_index())
+    engine = os.environ.get(ENGINE_VARIABLE) or ""
+    scanner = Scanner(literal_index(), gate=_gate(engine))
     matcher = Matcher(line_signatures())
     summary = NcclSummary()
     hits = Findings()
@@ -133,8 +148,8 @@ def explain_sources(items: list[Source]) -> Explanation:
         stream = source.open()
         try:
             lines, physical = unwrap(stream)
-            _scan_one(source.name, scanner.lines(lines), matcher, summary, hits, physical,
-                      context, cues)
+            _scan_one(source.name, scanner, lines, matcher, summary, hits, physical, context,
+                      cues)
         except (OSError, EOFError, zlib.error) as exc:  # truncated gzip, I/O error mid-read
             raise InputError(f"cannot read {source.name}: {exc}") from None
         finally:
@@ -146,14 +161,14 @@ def explain_sources(items: list[Source]) -> Explanation:
                        [s.name for s in items])
 
 
-def _scan_one(name: str, candidates: Iterable[Candidate], matcher: Matcher,
+def _scan_one(name: str, scanner: Scanner, stream: BinaryIO, matcher: Matcher,
               summary: NcclSummary, hits: Findings, physical: Callable[[int], int],
               context: LogContext, cues: ErrorCues) -> None:
     year: int | None = None
     above: str | None = None  # the message of the candidate line before, for continuations
     named = _RANK_FILE.search(os.path.basename(name))
     file_rank = int(named.group(1)) if named else None
-    for cand in candidates:
+    for cand in scanner.lines(stream, year_known=lambda: year is not None):
         info = parse_line(cand.text, year)
         if year is None and _FULL_STAMP.match(cand.text):
             year = info.time.year if info.time else None

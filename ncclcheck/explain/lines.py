@@ -48,27 +48,26 @@ def parse_line(text: str, default_year: int | None = None) -> LineInfo:
         found = _PREFIXES.match(text, pos)
         if not found or found.end() == pos:
             break
-        groups = found.groupdict()
-        if groups["rank"] is not None:
-            info.rank = int(groups["rank"])
-        elif groups["mpi_rank"] is not None:
-            info.rank = int(groups["mpi_rank"])
-        elif groups["local_rank"] is not None:
-            info.local_rank = int(groups["local_rank"])
-        elif groups["label"] is not None:
-            info.rank = int(groups["label"]) if info.rank is None else info.rank
-        elif groups["stamp"] or groups["pystamp"]:
-            info.time = info.time or _iso(groups["stamp"] or groups["pystamp"])
-        elif groups["glog"] or groups["glog2"]:
-            if groups["glog2"]:
-                groups = {"month": groups["month2"], "day": groups["day2"],
-                          "clock": groups["clock2"]}
-            info.time = info.time or _glog(groups, default_year)
-        elif groups["host"]:
-            info.host, info.pid = groups["host"], int(groups["pid"])
+        kind = found.lastgroup  # the last group of the one branch that matched names it
+        if kind == "rank":
+            info.rank = int(found["rank"])
+        elif kind == "mpi_rank":
+            info.rank = int(found["mpi_rank"])
+        elif kind == "local_rank":
+            info.local_rank = int(found["local_rank"])
+        elif kind == "label":
+            info.rank = int(found["label"]) if info.rank is None else info.rank
+        elif kind in ("stamp", "pystamp"):
+            info.time = info.time or _iso(found[kind])
+        elif kind in ("clock", "clock2"):
+            suffix = "2" if kind == "clock2" else ""
+            info.time = info.time or _glog({key: found[key + suffix]
+                                            for key in ("month", "day", "clock")}, default_year)
+        elif kind in ("tid", "dev"):
+            info.host, info.pid = found["host"], int(found["pid"])
         pos = found.end()
-    info.message = text[pos:]
-    if info.rank is None:
+    info.message = text[pos:] if pos else text
+    if info.rank is None and "Rank " in info.message:
         in_text = _RANK_IN_TEXT.search(info.message)
         if in_text:
             info.rank = int(in_text.group("rank"))

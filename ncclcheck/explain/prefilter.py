@@ -16,7 +16,8 @@ import heapq
 import os
 import re
 from dataclasses import dataclass
-from typing import Callable, Iterator, Protocol, Sequence
+from functools import lru_cache
+from typing import Callable, Collection, Iterator, Protocol, Sequence
 
 ENGINE_VARIABLE = "NCCLCHECK_EXPLAIN_ENGINE"
 ENGINES = ("hyperscan", "aho", "re")
@@ -98,26 +99,90 @@ class HyperscanIndex:
 
     name = "hyperscan"
 
-    def __init__(self, literals: Sequence[Literal]) -> None:
+    def __init__(self, literals: Sequence[Literal], tokens: Sequence[bytes] = ()) -> None:
         import hyperscan
 
         unique = sorted(set(literals), key=lambda lit: (lit.text, lit.caseless))
+        self.literals: tuple[Literal, ...] = tuple(unique)  # a hit's id is its place here
+        # The scanner's tokens ride along, each reported once a block (see TokenSieve).
+        self.tokens: tuple[bytes, ...] = tuple(tokens)
         self._db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
         self._db.compile(
-            expressions=[lit.text.encode() for lit in unique],
-            ids=list(range(len(unique))),
-            flags=[hyperscan.HS_FLAG_CASELESS if lit.caseless else 0 for lit in unique],
+            expressions=[lit.text.encode() for lit in unique] + list(self.tokens),
+            ids=list(range(len(unique) + len(self.tokens))),
+            flags=[hyperscan.HS_FLAG_CASELESS if lit.caseless else 0 for lit in unique]
+            + [hyperscan.HS_FLAG_SINGLEMATCH] * len(self.tokens),
             literal=True,
         )
 
-    def ends(self, block: bytes) -> Iterator[int]:
-        found: list[int] = []
+    def hits(self, block: bytes,
+             tokens_found: list[bytes] | None = None) -> list[tuple[int, int]]:
+        """(offset just past it, literal id) of every occurrence, in order of offset; the
+        tokens the block holds are added to ``tokens_found``."""
+        found: list[tuple[int, int]] = []
+        first_token = len(self.literals)
+        tokens, seen = self.tokens, tokens_found if tokens_found is not None else []
 
-        def on_match(_id: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
-            found.append(end)
+        def on_match(pattern_id: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
+            if pattern_id < first_token:
+                found.append((end, pattern_id))
+            else:
+                seen.append(tokens[pattern_id - first_token])
 
         self._db.scan(block, match_event_handler=on_match)
-        return iter(sorted(found))
+        found.sort()
+        return found
+
+    def ends(self, block: bytes) -> Iterator[int]:
+        return iter([end for end, _ in self.hits(block)])
+
+
+class TokenSieve(Protocol):
+    def present(self, block: bytes) -> Collection[bytes]:
+        """The tokens that occur in ``block`` (a superset will do)."""
+
+
+class AllTokens:
+    """No engine to ask: every token may occur (each token's own search tells)."""
+
+    def __init__(self, tokens: Sequence[bytes]) -> None:
+        self._tokens = tuple(tokens)
+
+    def present(self, block: bytes) -> Collection[bytes]:
+        return self._tokens
+
+
+class HyperscanTokens:
+    """One pass over a block for every token at once (each reported once), so the scanner's
+    per-token searches run only for the few tokens a block holds."""
+
+    def __init__(self, tokens: Sequence[bytes]) -> None:
+        import hyperscan
+
+        self._tokens = tuple(tokens)
+        self._db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        self._db.compile(expressions=list(self._tokens), ids=list(range(len(self._tokens))),
+                         flags=[hyperscan.HS_FLAG_SINGLEMATCH] * len(self._tokens), literal=True)
+
+    def present(self, block: bytes) -> Collection[bytes]:
+        found: list[bytes] = []
+
+        def on_match(token_id: int, _start: int, _end: int, _flags: int, _ctx: object) -> None:
+            found.append(self._tokens[token_id])
+
+        self._db.scan(block, match_event_handler=on_match)
+        return found
+
+
+@lru_cache(maxsize=8)
+def token_sieve(tokens: tuple[bytes, ...], engine: str) -> TokenSieve:
+    """Hyperscan's one-pass presence test when ``engine`` is Hyperscan, else every token."""
+    if engine == "hyperscan":
+        try:
+            return HyperscanTokens(tokens)
+        except ImportError:
+            pass
+    return AllTokens(tokens)
 
 
 _BUILDERS: dict[str, Callable[[Sequence[Literal]], LiteralIndex]] = {
@@ -125,12 +190,16 @@ _BUILDERS: dict[str, Callable[[Sequence[Literal]], LiteralIndex]] = {
 }
 
 
-def build_index(literals: Sequence[Literal], engine: str | None = None) -> LiteralIndex:
-    """The fastest available engine (or ``engine`` / $NCCLCHECK_EXPLAIN_ENGINE when given)."""
+def build_index(literals: Sequence[Literal], engine: str | None = None,
+                tokens: Sequence[bytes] = ()) -> LiteralIndex:
+    """The fastest available engine (or ``engine`` / $NCCLCHECK_EXPLAIN_ENGINE when given);
+    Hyperscan also reports which of ``tokens`` a block holds, in the same pass."""
     wanted = engine or os.environ.get(ENGINE_VARIABLE) or ""
     order = (wanted,) if wanted in ENGINES else ENGINES
     for name in order:
         try:
+            if name == "hyperscan":
+                return HyperscanIndex(literals, tokens)
             return _BUILDERS[name](literals)
         except ImportError:
             continue

@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import BinaryIO, Callable, Iterator
+from functools import partial
+from typing import TYPE_CHECKING, BinaryIO, Callable, Collection, Iterable, Iterator
 
 from ncclcheck.explain.context import CONTEXT_TOKENS
-from ncclcheck.explain.prefilter import LiteralIndex
+from ncclcheck.explain.prefilter import LiteralIndex, token_sieve
+
+if TYPE_CHECKING:
+    from ncclcheck.explain.gate import Gate
 
 BLOCK = 8 << 20            # bytes read at a time
 MAX_LINE = 64 << 10        # longest text kept for one line (the part around the hit)
@@ -26,10 +30,11 @@ ERROR_TOKENS = (b"rror", b"RROR", b"ailed", b"FAIL", b"ailure", b"xception", b"W
                 b"ignal", b"SIG", b"core dumped", b"Abort", b"timed out", b"refused", b"atal",
                 b"ATAL")
 INFO_TOKENS = (b"NCCL INFO", b"NCCL version")
+TOKENS = INFO_TOKENS + CONTEXT_TOKENS + ERROR_TOKENS  # whatever makes a line worth handing on
 LAST_ERROR = b"Last error:"
 # A line whose message goes on below it: torch's "Last error:" echo, an exception header
 # ("MisconfigurationException: ..." with the reason on the next line).
-_GOES_ON = re.compile(rb"(?:Last error:|(?:Error|Exception):(?: .{0,200})?)\s*$")
+GOES_ON = re.compile(rb"(?:Last error:|(?:Error|Exception):(?: .{0,200})?)\s*$")
 NEXT = 4                   # the line was taken because the one above goes on
 OVERLAP = 1024             # bytes kept across a cut inside one huge line (longer than a literal)
 
@@ -51,13 +56,23 @@ class Candidate:
 class Scanner:
     """Yields the candidate lines of one stream."""
 
-    def __init__(self, index: LiteralIndex, block: int = BLOCK) -> None:
+    def __init__(self, index: LiteralIndex, block: int = BLOCK, gate: Gate | None = None) -> None:
         self.index = index
         self.block = block
+        self.gate = gate  # leaves out lines holding only a common literal (gate.py)
+        self._year_known: Callable[[], bool] = lambda: False
+        self._noisy: frozenset[int] = frozenset()  # literals common in this file so far
+        # Most tokens never occur in a given log: ask once per block which ones do.
+        self.sieve = token_sieve(TOKENS, index.name)
         self._context_left = MAX_CONTEXT_LINES
         self._error_left = MAX_ERROR_LINES
 
-    def lines(self, stream: BinaryIO) -> Iterator[Candidate]:
+    def lines(self, stream: BinaryIO,
+              year_known: Callable[[], bool] = lambda: False) -> Iterator[Candidate]:
+        """The candidates of ``stream``; ``year_known`` says whether the reader has seen the
+        log's year already (until then, a line with a full date is never left out)."""
+        self._year_known = year_known
+        self._noisy: frozenset[int] = frozenset()
         line_base = 1          # number of the first line in the current buffer
         carry = b""
         info_left = MAX_INFO_LINES
@@ -97,23 +112,19 @@ class Scanner:
         starts: dict[int, int] = {}
         if first_line_wanted:
             starts[0] = GATE | NEXT
-        line_end = -1
-        for end in self.index.ends(body):
-            if end > line_end:  # the first hit of a line speaks for the line
-                line_end = body.find(b"\n", end)
-                line_end = len(body) if line_end < 0 else line_end
-                # The line's start, or for a very long line a window that keeps the hit in view.
-                start = max(body.rfind(b"\n", 0, end) + 1, end - MAX_LINE // 2)
-                starts[start] = starts.get(start, 0) | GATE
+        literal_starts, present = self._literal_lines(body)
+        for start in literal_starts:
+            starts[start] = starts.get(start, 0) | GATE
         if info_left > 0:
             for token in INFO_TOKENS:
-                self._collect(body, token, starts, INFO, limit=info_left)
+                if token in present:
+                    self._collect(body, token, starts, INFO, limit=info_left)
         for token in CONTEXT_TOKENS:
-            if self._context_left > 0:
+            if self._context_left > 0 and token in present:
                 self._context_left -= self._collect(body, token, starts, CONTEXT,
                                                     limit=self._context_left)
         for token in ERROR_TOKENS:
-            if self._error_left > 0:
+            if self._error_left > 0 and token in present:
                 self._error_left -= self._collect(body, token, starts, ERROR,
                                                   limit=self._error_left)
         out: list[Candidate] = []
@@ -123,9 +134,13 @@ class Scanner:
         pending_next = False
         ordered = sorted(starts)
         index = 0
-        while index < len(ordered):
-            start = ordered[index]
-            index += 1
+        queued = -1  # a line taken because the one above goes on: read before ordered[index]
+        while queued >= 0 or index < len(ordered):
+            if queued >= 0:
+                start, queued = queued, -1
+            else:
+                start = ordered[index]
+                index += 1
             number += body.count(b"\n", counted_to, start)
             counted_to = start
             end = body.find(b"\n", start)
@@ -134,19 +149,37 @@ class Scanner:
             why = starts[start]
             if why & INFO:
                 info_left -= 1
-            out.append(Candidate(number, _decode(raw), bool(why & GATE), bool(why & INFO),
-                                 _before(body, start), bool(why & NEXT), bool(why & CONTEXT),
-                                 bool(why & ERROR)))
-            if why & GATE and _GOES_ON.search(raw):
+            out.append(Candidate(number, raw.decode("utf-8", "replace").rstrip("\r"),
+                                 bool(why & GATE), bool(why & INFO), partial(_before, body, start),
+                                 bool(why & NEXT), bool(why & CONTEXT), bool(why & ERROR)))
+            if why & GATE and GOES_ON.search(raw):
                 nxt = end + 1
                 if nxt >= len(body):
                     pending_next = True
-                elif nxt not in starts:
+                elif nxt not in starts:  # the next start in order, since it is the next line
                     starts[nxt] = GATE | NEXT
-                    ordered.insert(index, nxt)
+                    queued = nxt
                 else:
                     starts[nxt] |= GATE | NEXT
         return out, pending_next, info_left
+
+    def _literal_lines(self, body: bytes) -> tuple[list[int], Collection[bytes]]:
+        """Where the text of each line holding a literal starts (the line's start, or for a very
+        long line a window that keeps the hit in view), less what the gate leaves out; and
+        which tokens the block holds."""
+        if not hasattr(self.index, "hits"):
+            lines = _group(body, ((end, 0) for end in self.index.ends(body)))
+            return [start for start, *_ in lines], self.sieve.present(body)
+        present: list[bytes] = []
+        hits = self.index.hits(body, present)
+        if getattr(self.index, "tokens", ()) != TOKENS:
+            present = list(self.sieve.present(body))
+        lines = _group(body, hits)
+        if self.gate is not None:
+            self._noisy |= self.gate.noisy(hits)  # common once, common for the rest of the file
+            if self._noisy:
+                lines = self.gate.keep(body, lines, self._noisy, MAX_LINE, self._year_known())
+        return [start for start, *_ in lines], present
 
     @staticmethod
     def _collect(body: bytes, token: bytes, starts: dict[int, int], why: int,
@@ -168,18 +201,36 @@ class Scanner:
         return taken
 
 
+def _group(body: bytes, hits: Iterable[tuple[int, int]]) -> list[tuple[int, int, int, set[int]]]:
+    """Literal hits (end, id) in order, as lines: (text start, line start, line end, ids)."""
+    lines: list[tuple[int, int, int, set[int]]] = []
+    find, rfind, size, half = body.find, body.rfind, len(body), MAX_LINE // 2
+    line_end = -1
+    ids: set[int] = set()
+    for end, literal_id in hits:
+        if end > line_end:  # the first hit of a line places the line's window
+            line_end = find(b"\n", end)
+            if line_end < 0:
+                line_end = size
+            line_start = rfind(b"\n", 0, end) + 1
+            ids = {literal_id}
+            lines.append((line_start if end - half < line_start else end - half, line_start,
+                          line_end, ids))
+        else:
+            ids.add(literal_id)
+    return lines
+
+
 def _decode(raw: bytes) -> str:
     return raw.decode("utf-8", "replace").rstrip("\r")
 
 
-def _before(body: bytes, start: int) -> Callable[[int], list[str]]:
+def _before(body: bytes, start: int, n: int) -> list[str]:
     """Up to n lines before ``start`` in the same block (for multi-line reports)."""
-    def lines(n: int) -> list[str]:
-        window_start = start
-        for _ in range(n):
-            if window_start <= 0:
-                break
-            window_start = body.rfind(b"\n", 0, window_start - 1) + 1
-        chunk = body[window_start:start][-MAX_LINE:]
-        return [_decode(line) for line in chunk.split(b"\n")[:-1]]
-    return lines
+    window_start = start
+    for _ in range(n):
+        if window_start <= 0:
+            break
+        window_start = body.rfind(b"\n", 0, window_start - 1) + 1
+    chunk = body[window_start:start][-MAX_LINE:]
+    return [_decode(line) for line in chunk.split(b"\n")[:-1]]

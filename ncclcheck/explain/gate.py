@@ -1,0 +1,236 @@
+"""Leave out the lines that hold only a common literal which no signature can match there.
+
+A healthy run can print "Error: " by the hundred thousand (``Retrying after ConnectionError:
+read timed out``); the literal lets every such line through to Python, which decodes it,
+peels its prefixes and tries the catch-all on it, for nothing. Once a literal shows up often
+in a block (``NOISY_HITS``), the signatures that own it are compiled into a Hyperscan database
+of their full patterns (hsregex.py; only then, as compiling costs time). A line whose literals
+are all such common ones is left out only when nothing that reads candidate lines can use it:
+
+- no full pattern of those signatures matches it (Hyperscan errs on the side of matching);
+- neither the context (context.py) nor the keyword fallback (fallback.py) would keep it;
+- it is ASCII, not very long, and has no full date while the log's year is still unknown;
+- it is not an exception header whose next line could complete a message of another
+  signature than the catch-all (a literal of one in either line, or across the join).
+
+So what explain reports does not change; only the work for lines that cannot count does.
+What a line says by itself is remembered per verbatim line, as a healthy run repeats itself.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Iterable, Sequence
+
+from ncclcheck.explain.catalogue import Signature
+from ncclcheck.explain.context import _KEEP as CONTEXT_KEEPS
+from ncclcheck.explain.engine import CATCH_ALL
+from ncclcheck.explain.fallback import _FAILED as FAILED_LINE, _NCCL_WARN as NCCL_WARN_LINE
+from ncclcheck.explain.hsregex import Untranslatable, prefix_run, to_hyperscan
+from ncclcheck.explain.lines import _PREFIXES as LINE_PREFIXES, parse_line
+from ncclcheck.explain.prefilter import Literal
+from ncclcheck.explain.scan import GOES_ON
+
+NOISY_HITS = 256   # hits of one literal in a block that make a full-pattern pass worth it
+MEMO_SIZE = 4096   # distinct messages whose _feeds answer is remembered
+SUFFIX = 4         # characters before a literal's space that index the cut
+_STRIPPED = b" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f"  # what str.rstrip() takes off an ASCII line
+_FULL_DATE = re.compile(rb"[\s\x1c-\x1f]*\[?\d{4}-\d\d-\d\d")  # as engine.py sets the year
+
+
+@dataclass(frozen=True)
+class LineFacts:
+    """What decides, apart from its neighbours, whether a line can be left out."""
+
+    dated: bool                    # starts with a full date (the reader may need its year)
+    header: bool                   # may go on below (scan.GOES_ON)
+    after: re.Pattern[bytes] | None  # what the line below must hold to complete a literal
+
+
+_UNSEEN = LineFacts(dated=True, header=True, after=None)  # marks a line not yet remembered
+
+# A line holding literals: (where its text starts, its start, its end, its literal ids); a
+# plain tuple, as a dense log has hundreds of thousands of them.
+LitLine = tuple[int, int, int, set[int]]
+
+
+class Gate:
+    """Per block, which lines holding only common literals can be left out (Hyperscan only)."""
+
+    def __init__(self, signatures: Sequence[Signature], literals: Sequence[Literal]) -> None:
+        import hyperscan
+
+        self._hs = hyperscan
+        self._start = prefix_run(LINE_PREFIXES.pattern, LINE_PREFIXES.flags)
+        place = {lit: index for index, lit in enumerate(literals)}
+        self._owners: dict[int, list[Signature]] = {}
+        for sig in signatures:
+            for lit in sig.literals:
+                if lit in place:
+                    self._owners.setdefault(place[lit], []).append(sig)
+        self._firm_owned = frozenset(i for i, owners in self._owners.items()
+                                     if any(sig.id != CATCH_ALL for sig in owners))
+        self._expressions: dict[str, list[bytes] | None] = {}
+        self._cuts = _cuts(lit for lit, i in place.items() if i in self._firm_owned)
+        # Cuts by the last SUFFIX characters before the space (lower-cased; all when shorter).
+        self._cut_index: dict[bytes, list[int]] = {}
+        for where, (before, _, _) in enumerate(self._cuts):
+            self._cut_index.setdefault(before[-SUFFIX:].lower(), []).append(where)
+        self._longest_before = max((len(before) for before, _, _ in self._cuts), default=0) + 1
+        self._after_memo: dict[bytes, re.Pattern[bytes] | None] = {}
+        self._facts_memo: dict[bytes, LineFacts | None] = {}
+        self._fed: dict[str, bool] = {}
+
+    def noisy(self, hits: Iterable[tuple[int, int]]) -> frozenset[int]:
+        """The literals common enough in this block to be worth a full-pattern pass."""
+        counts = Counter(literal_id for _, literal_id in hits)
+        return frozenset(i for i, n in counts.items()
+                         if n >= NOISY_HITS and self._translatable(i))
+
+    def _translatable(self, literal_id: int) -> bool:
+        """Whether every pattern of the literal's owners has a Hyperscan form."""
+        for sig in self._owners.get(literal_id, ()):
+            if sig.id not in self._expressions:
+                try:
+                    self._expressions[sig.id] = [to_hyperscan(p, 0, self._start)
+                                                 for p in sig.patterns]
+                except Untranslatable:
+                    self._expressions[sig.id] = None
+            if self._expressions[sig.id] is None:
+                return False
+        return True
+
+    def keep(self, body: bytes, lines: list[LitLine], noisy: frozenset[int], max_line: int,
+             year_known: bool) -> list[LitLine]:
+        """The lines among ``lines`` that still go to the matcher."""
+        built = self._database(noisy)
+        if built is None:
+            return lines
+        database, first_spaced = built
+        matched: set[int] = set()    # line ends where an owner's full pattern may match
+        spaced: set[int] = set()     # line ends of lines holding a text after a leading space
+
+        def on_match(expression: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
+            (matched if expression < first_spaced else spaced).add(end)
+
+        database.scan(body, match_event_handler=on_match)
+        ascii_block = body.isascii()
+        literals_at = {line_start: ids for _, line_start, _, ids in lines}
+        return [line for line in lines
+                if not line[3] <= noisy or line[2] in matched
+                or not self._droppable(body, line, max_line, year_known, ascii_block,
+                                       literals_at, spaced)]
+
+    def _droppable(self, body: bytes, line: LitLine, max_line: int, year_known: bool,
+                   ascii_block: bool, literals_at: dict[int, set[int]],
+                   spaced: set[int]) -> bool:
+        _, line_start, line_end, ids = line
+        if line_end - line_start > max_line // 2:
+            return False
+        text = body[line_start:line_end]
+        facts = self._facts_memo.get(text, _UNSEEN)
+        if facts is _UNSEEN:
+            facts = self._facts(text, ascii_block)
+        if facts is None or (facts.dated and not year_known):
+            return False
+        if facts.header:
+            below = line_end + 1
+            if below >= len(body) or not self._firm_owned.isdisjoint(
+                    literals_at.get(below, ())) or not self._firm_owned.isdisjoint(ids):
+                return False
+            next_end = body.find(b"\n", below)
+            next_end = len(body) if next_end < 0 else next_end
+            if next_end in spaced or (facts.after is not None
+                                      and facts.after.search(body, below, next_end)):
+                return False
+        return True
+
+    def _facts(self, text: bytes, ascii_block: bool) -> LineFacts | None:
+        """What a line says by itself; None when it is kept whatever its neighbours
+        (remembered: a healthy run repeats its warnings verbatim)."""
+        if len(self._facts_memo) >= MEMO_SIZE:
+            self._facts_memo.clear()
+        facts = None
+        if (ascii_block or text.isascii()) and not self._feeds(text):
+            header = bool(GOES_ON.search(text))
+            tail = text.rstrip(_STRIPPED)
+            facts = LineFacts(dated=bool(_FULL_DATE.match(text)), header=header,
+                              after=self._afters(tail[-self._longest_before:]) if header
+                              else None)
+        self._facts_memo[text] = facts
+        return facts
+
+    def _feeds(self, text: bytes) -> bool:
+        """Whether the context (context.py) or the keyword fallback (fallback.py) could keep
+        the line: their own tests on its message, less the ones that only turn a line down."""
+        message = parse_line(text.decode("ascii")).message
+        known = self._fed.get(message)
+        if known is None:
+            if len(self._fed) >= MEMO_SIZE:
+                self._fed.clear()
+            known = self._fed[message] = _feeds(message)
+        return known
+
+    def _afters(self, tail: bytes) -> re.Pattern[bytes] | None:
+        """What must follow the join for a literal cut at a space to span it, given the text
+        before the join (remembered: a repeated error message ends the same way)."""
+        if tail in self._after_memo:
+            return self._after_memo[tail]
+        if len(self._after_memo) >= MEMO_SIZE:
+            self._after_memo.clear()
+        lowered = tail[-SUFFIX:].lower()
+        fitting = frozenset(
+            place for size in range(1, len(lowered) + 1)  # leading spaces: see _database
+            for place in self._cut_index.get(lowered[len(lowered) - size:], ())
+            if (tail.lower() if self._cuts[place][1] else tail).endswith(self._cuts[place][0]))
+        found = self._after_memo[tail] = self._union(fitting) if fitting else None
+        return found
+
+    @lru_cache(maxsize=256)
+    def _union(self, places: frozenset[int]) -> re.Pattern[bytes]:
+        """One search for the texts after the cuts at ``places``."""
+        parts = sorted({(b"(?i:%s)" if caseless else b"%s") % re.escape(after)
+                        for before, caseless, after in (self._cuts[p] for p in places)})
+        return re.compile(b"|".join(parts))
+
+    @lru_cache(maxsize=32)
+    def _database(self, noisy: frozenset[int]):
+        """Hyperscan over the full patterns of the owners of ``noisy`` (ids from 0), then the
+        texts that follow a literal's leading space (ids from the number returned with it, as
+        a header line's join can start any of them); None when it will not compile."""
+        owners = {sig.id for i in noisy for sig in self._owners.get(i, ())}
+        expressions = [e for sig_id in sorted(owners) for e in self._expressions[sig_id] or ()]
+        if not expressions:
+            return None
+        spaced = [(after, caseless) for before, caseless, after in self._cuts if not before]
+        flags = [self._hs.HS_FLAG_MULTILINE] * len(expressions) + [
+            self._hs.HS_FLAG_MULTILINE | (self._hs.HS_FLAG_CASELESS if caseless else 0)
+            for _, caseless in spaced]
+        expressions += [re.escape(after) + b"[^\\n]*$" for after, _ in spaced]
+        database = self._hs.Database(mode=self._hs.HS_MODE_BLOCK)
+        try:
+            database.compile(expressions=expressions, ids=list(range(len(expressions))),
+                             flags=flags)
+        except self._hs.error:
+            return None
+        return database, len(expressions) - len(spaced)
+
+
+def _feeds(message: str) -> bool:
+    """Whether context.LogContext.feed or fallback.ErrorCues.feed could use ``message``."""
+    return ("INFO" in message or "NCCL version" in message or "GLOBAL_RANK" in message
+            or bool(CONTEXT_KEEPS.search(message) or NCCL_WARN_LINE.search(message)
+                    or FAILED_LINE.search(message)))
+
+
+def _cuts(literals: Iterable[Literal]) -> tuple[tuple[bytes, bool, bytes], ...]:
+    """Each literal cut at each of its spaces: (text before, caseless, text after)."""
+    out: set[tuple[bytes, bool, bytes]] = set()
+    for lit in literals:
+        text = lit.text.encode()
+        out.update((text[:cut], lit.caseless, text[cut + 1:])
+                   for cut, char in enumerate(text) if char == 0x20)
+    return tuple(sorted(out))
