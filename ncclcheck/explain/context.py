@@ -21,9 +21,9 @@ CONTEXT_TOKENS = (b"set by environment to", b"torchrun", b"torch.distributed.lau
                   b"srun ", b"NCCL_SOCKET_IFNAME=", b"NCCL_GRAPH_FILE=", b"NCCL_TOPO_FILE=",
                   b"NCCL_IB_DISABLE=", b"NCCL_NET=", b"failed to connect to", b"#SBATCH",
                   b"--ntasks-per-node", b"--gres", b"--gpus-per-node")
-_KEEP = re.compile(r"set by environment to|NCCL_[A-Z_]+=|--n(?:nodes|proc)|--node[_-]rank|"
+KEEP_LINE = re.compile(r"set by environment to|NCCL_[A-Z_]+=|--n(?:nodes|proc)|--node[_-]rank|"
                    r"Bootstrap ?: Using|NET/Socket ?: Using|NET/OFI|NET/Plugin|"
-                   r"failed to connect to \[")
+                   r"failed to connect to \[|#SBATCH|--ntasks-per-node|--gres|--gpus-per-node")
 _VERSION = re.compile(r"NCCL version (?P<version>\d+\.\d+\.\d+)")
 # A Slurm request (an #SBATCH line or an srun/sbatch command): tasks and GPUs per node.
 _SLURM_LINE = re.compile(r"#SBATCH|\b(?:srun|sbatch|salloc)\b")
@@ -82,7 +82,7 @@ class LogContext:
         elif "GLOBAL_RANK" in message and (found := _BANNER.search(message)):
             self._banner(int(found.group("rank")), int(found.group("world_size")),
                          ContextLine(file, line, text, message))
-        elif len(self.lines) < MAX_CONTEXT_LINES and _KEEP.search(message):
+        elif len(self.lines) < MAX_CONTEXT_LINES and KEEP_LINE.search(message):
             self.lines.append(ContextLine(file, line, text, message))
 
     def _banner(self, rank: int, world_size: int, where: ContextLine) -> None:

@@ -26,11 +26,11 @@ from functools import lru_cache
 from typing import Iterable, Sequence
 
 from ncclcheck.explain.catalogue import Signature
-from ncclcheck.explain.context import _KEEP as CONTEXT_KEEPS
+from ncclcheck.explain.context import KEEP_LINE as CONTEXT_KEEPS
 from ncclcheck.explain.engine import CATCH_ALL
-from ncclcheck.explain.fallback import _FAILED as FAILED_LINE, _NCCL_WARN as NCCL_WARN_LINE
+from ncclcheck.explain.fallback import FAILED_LINE, NCCL_WARN_LINE
 from ncclcheck.explain.hsregex import Untranslatable, prefix_run, to_hyperscan
-from ncclcheck.explain.lines import _PREFIXES as LINE_PREFIXES, parse_line
+from ncclcheck.explain.lines import LINE_PREFIXES, parse_line
 from ncclcheck.explain.prefilter import Literal
 from ncclcheck.explain.scan import GOES_ON
 

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-_PREFIXES = re.compile(
+LINE_PREFIXES = re.compile(
     r"""\s*(?:
         \[rank(?P<rank>\d+)\]:\s?                                   # torchrun --tee / log prefix
       | \[(?P<role>[A-Za-z_]+)(?P<local_rank>\d+)\]:\s?             # torchrun [default0]:
@@ -45,7 +45,7 @@ def parse_line(text: str, default_year: int | None = None) -> LineInfo:
     info = LineInfo(message=text)
     pos = 0
     for _ in range(8):
-        found = _PREFIXES.match(text, pos)
+        found = LINE_PREFIXES.match(text, pos)
         if not found or found.end() == pos:
             break
         kind = found.lastgroup  # the last group of the one branch that matched names it
