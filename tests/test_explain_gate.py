@@ -18,7 +18,7 @@ from ncclcheck.explain import gate as gate_module
 from ncclcheck.explain.catalogue import line_signatures
 from ncclcheck.explain.engine import _gate, explain, literal_index
 from ncclcheck.explain.hsregex import prefix_run, to_hyperscan
-from ncclcheck.explain.lines import _PREFIXES
+from ncclcheck.explain.lines import LINE_PREFIXES
 from ncclcheck.explain.prefilter import ENGINE_VARIABLE
 from ncclcheck.explain.scan import Scanner
 from test_explain_mutations import MUTATIONS, ids_found
@@ -43,7 +43,7 @@ def _reported(expressions: list[bytes], text: bytes) -> set[int]:
 
 @pytest.mark.parametrize("sig", SIGNATURES, ids=lambda s: s.id)
 def test_a_signature_expression_matches_its_example_behind_any_prefix(sig):
-    start = prefix_run(_PREFIXES.pattern, _PREFIXES.flags)
+    start = prefix_run(LINE_PREFIXES.pattern, LINE_PREFIXES.flags)
     expressions = [to_hyperscan(p, 0, start) for p in sig.patterns]
     # An example cut over two lines is matched as one (engine.Matcher.match_continued).
     message = " ".join(part.strip() for part in sig.example.strip().split("\n"))
@@ -56,7 +56,7 @@ def test_a_signature_expression_matches_its_example_behind_any_prefix(sig):
 
 def test_the_translation_errs_on_the_side_of_matching():
     def matches(pattern: str, text: str) -> bool:
-        start = prefix_run(_PREFIXES.pattern, _PREFIXES.flags)
+        start = prefix_run(LINE_PREFIXES.pattern, LINE_PREFIXES.flags)
         return bool(_reported([to_hyperscan(pattern, 0, start)], text.encode()))
 
     assert matches(r"(?i:unhandled SYSTEM) error", "UNHANDLED system error")
