@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import tempfile
 from typing import Any
 
 import click
@@ -54,14 +55,16 @@ def unwritable_reason(path: str) -> str | None:
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         return f"the directory {folder} does not exist"
-    existed = os.path.exists(path)
     try:
-        if existed:
+        if os.path.exists(path):
             with open(path, "ab"):  # append mode: the file's content is left as it is
                 pass
         else:
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
-            os.unlink(path)
+            # A file of our own next to it, never the path itself: the ranks of one node may
+            # check the same path at once (and one may already be writing it).
+            handle, probe = tempfile.mkstemp(prefix=".ncclcheck-probe-", dir=folder)
+            os.close(handle)
+            os.unlink(probe)
     except OSError as exc:
         return exc.strerror or str(exc)
     except ValueError as exc:  # e.g. an embedded NUL

@@ -242,3 +242,17 @@ def test_lightning_import_counts_against_the_timeout():
     report = json.loads(proc.stdout)
     assert report["checks"] and "Traceback" not in proc.stderr
     assert elapsed < 1 + 5, elapsed
+
+
+def test_a_path_another_rank_creates_meanwhile_is_still_writable(tmp_path, monkeypatch):
+    """The ranks of one node check the same --prom-file at once: one may create it between
+    another's look and its write test. The check must not trip over it, nor leave files."""
+    target = tmp_path / "ncclcheck.prom"
+    target.write_text("written by rank 0\n")
+    real_exists = os.path.exists
+    monkeypatch.setattr(os.path, "exists",
+                        lambda p: False if os.fspath(p) == str(target) else real_exists(p))
+    assert unwritable_reason(str(target)) is None
+    monkeypatch.undo()
+    assert target.read_text() == "written by rank 0\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ncclcheck.prom"]
