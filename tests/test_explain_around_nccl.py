@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ncclcheck.explain.engine import explain
+from explained import ids_of as _ids
 
 WORDINGS = [
     # c10d: the store's server vanished, seen from the socket layer and from ncclUniqueId
@@ -92,12 +92,6 @@ WORDINGS = [
     ("  Warning  PyTorchJobFailed  2m  pytorchjob-controller  PyTorchJob default/bert is "
      "failed because 1 Worker replica(s) failed.", "kubernetes.job_replica_failed"),
 ]
-
-
-def _ids(tmp_path: Path, text: str) -> list[str]:
-    path = tmp_path / "job.log"
-    path.write_text(text + "\n", "utf-8")
-    return [f["id"] for f in explain([str(path)]).to_dict()["findings"]]
 
 
 @pytest.mark.parametrize("text,expected", WORDINGS,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ncclcheck.explain.engine import explain
+from explained import findings_of
 
 WORDINGS = [
     # the dynamic loader: a missing library is configuration, one that does not fit is a version
@@ -62,9 +62,7 @@ WORDINGS = [
 
 
 def _findings(tmp_path: Path, text: str) -> list[dict]:
-    path = tmp_path / "run.log"
-    path.write_text(text + "\n", "utf-8")
-    return [f for f in explain([str(path)]).to_dict()["findings"] if not f["inferred_from"]]
+    return findings_of(tmp_path, text, lines_only=True)
 
 
 @pytest.mark.parametrize("text,expected,category", WORDINGS)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ncclcheck.explain.engine import explain
+from explained import ids_of as findings
 
 WORDINGS = [
     # sockets: 2.12-2.17 "Net : Connect to", 2.19-2.21 poll wording, 2.27 and 2.30 poll wordings
@@ -94,12 +94,6 @@ HEALTHY = [
     "LID change",
     "node1:33:33 [0] NCCL INFO NET/Plugin: Using internal network plugin.",
 ]
-
-
-def findings(tmp_path: Path, text: str) -> list[str]:
-    path = tmp_path / "job.log"
-    path.write_text(text + "\n", "utf-8")
-    return [f["id"] for f in explain([str(path)]).to_dict()["findings"]]
 
 
 @pytest.mark.parametrize("text,expected", WORDINGS, ids=[w[1] + str(i) for i, w in

@@ -96,18 +96,19 @@ def test_forced_fallback_explains_like_the_fast_engine(tmp_path, monkeypatch):
     assert all(found == results["re"] for found in results.values()), results
 
 
-def test_the_token_sieve_names_the_tokens_a_block_holds():
+def test_the_literal_pass_names_the_tokens_a_block_holds():
     pytest.importorskip("hyperscan")
     tokens = (b"NCCL INFO", b"rror", b"torchrun", b"Killed")
     block = b"a NCCL INFO b\nan error here\nnothing\n"
-    assert set(prefilter.token_sieve(tokens, "hyperscan").present(block)) == \
-        {b"NCCL INFO", b"rror"}
-    assert set(prefilter.token_sieve(tokens, "re").present(block)) == set(tokens)
+    found: list[bytes] = []
+    index = prefilter.HyperscanIndex([prefilter.Literal("here")], tokens)
+    assert [end for end, _ in index.hits(block, found)] == [block.index(b"here") + 4]
+    assert set(found) == {b"NCCL INFO", b"rror"}
 
 
-def test_the_sieve_does_not_change_the_candidates():
+def test_naming_the_tokens_does_not_change_the_candidates():
     """The same lines, with the same reasons, whether Hyperscan names the tokens in the
-    literal pass, in a pass of their own, or not at all."""
+    literal pass or every token is searched for on its own."""
     pytest.importorskip("hyperscan")
     import io
     from ncclcheck.explain import scan
@@ -116,13 +117,8 @@ def test_the_sieve_does_not_change_the_candidates():
             b"node2:2251:2251 [2] init.cc:1872 NCCL WARN Invalid rank requested : 6/4\n")
     literals = [lit for sig in SIGNATURES for lit in sig.literals]
     seen = []
-    for index, sieve in ((literal_index("hyperscan"), None),
-                         (build_index(literals, "hyperscan"), "hyperscan"),
-                         (build_index(literals, "hyperscan"), "re")):
-        scanner = scan.Scanner(index)
-        if sieve:
-            scanner.sieve = prefilter.token_sieve(scan.TOKENS, sieve)
+    for index in (literal_index("hyperscan"), build_index(literals, "hyperscan")):
         seen.append([(c.number, c.text, c.gated, c.info, c.context, c.error)
-                     for c in scanner.lines(io.BytesIO(text))])
-    assert seen[0] == seen[1] == seen[2] and len(seen[0]) == 5
+                     for c in scan.Scanner(index).lines(io.BytesIO(text))])
+    assert seen[0] == seen[1] and len(seen[0]) == 5
     assert literal_index("hyperscan").tokens == scan.TOKENS  # one pass in explain

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ncclcheck.explain.engine import explain
+from explained import ids_of as _ids
 
 WORDINGS = [
     # OpenSSH: resolution is name_resolution, a closed or reset handshake is connection
@@ -82,15 +82,6 @@ WORDINGS = [
     ("ValueError: You can't train a model that has been loaded in 8-bit precision on multiple "
      "devices in any distributed mode.", "accelerate.device_map_distributed"),
 ]
-
-
-def _ids(tmp_path: Path, text: str, *, lines_only: bool = False) -> list[str]:
-    """The ids found, root cause first; with lines_only, without causes inferred from the words
-    of a log that shows only consequences (fallback.*)."""
-    path = tmp_path / "job.log"
-    path.write_text(text + "\n", "utf-8")
-    findings = explain([str(path)]).to_dict()["findings"]
-    return [f["id"] for f in findings if not (lines_only and f["inferred_from"])]
 
 
 @pytest.mark.parametrize("text,expected", WORDINGS,

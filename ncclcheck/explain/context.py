@@ -21,9 +21,9 @@ CONTEXT_TOKENS = (b"set by environment to", b"torchrun", b"torch.distributed.lau
                   b"srun ", b"NCCL_SOCKET_IFNAME=", b"NCCL_GRAPH_FILE=", b"NCCL_TOPO_FILE=",
                   b"NCCL_IB_DISABLE=", b"NCCL_NET=", b"failed to connect to", b"#SBATCH",
                   b"--ntasks-per-node", b"--gres", b"--gpus-per-node")
-KEEP_LINE = re.compile(r"set by environment to|NCCL_[A-Z_]+=|--n(?:nodes|proc)|--node[_-]rank|"
+_KEEP = re.compile(r"set by environment to|NCCL_[A-Z_]+=|--n(?:nodes|proc)|--node[_-]rank|"
                    r"Bootstrap ?: Using|NET/Socket ?: Using|NET/OFI|NET/Plugin|"
-                   r"failed to connect to \[|#SBATCH|--ntasks-per-node|--gres|--gpus-per-node")
+                   r"failed to connect to \[")
 _VERSION = re.compile(r"NCCL version (?P<version>\d+\.\d+\.\d+)")
 # A Slurm request (an #SBATCH line or an srun/sbatch command): tasks and GPUs per node.
 _SLURM_LINE = re.compile(r"#SBATCH|\b(?:srun|sbatch|salloc)\b")
@@ -36,6 +36,14 @@ _BETWEEN_NODES = re.compile(r" via NET/|--nnodes[= ](?:\d+:)?(?:[2-9]|\d{2,})\b|
                             r"-(?:H|-host) [\w.\-]+(?::\d+)?,[\w.\-]+")
 _BANNER = re.compile(r"(?:Initializing distributed|initializing ddp): GLOBAL_RANK: (?P<rank>\d+),"
                      r" MEMBER: \d+/(?P<world_size>\d+)")
+
+
+def wants(message: str) -> bool:
+    """Whether LogContext.feed takes anything from ``message`` (a version, a rank banner, a
+    setting or launch line, a sign of several nodes, a Slurm request)."""
+    return ("NCCL version" in message or "GLOBAL_RANK" in message
+            or bool(_KEEP.search(message) or _BETWEEN_NODES.search(message)
+                    or _SLURM_LINE.search(message)))
 
 
 @dataclass(frozen=True)
@@ -61,8 +69,8 @@ class LogContext:
     world_sizes: set[int] = field(default_factory=set)
     hosts: set[str] = field(default_factory=set)
     between_nodes: bool = False
-    slurm_tasks: ContextLine | None = None   # the request's --ntasks-per-node line
-    slurm_gpus: ContextLine | None = None    # ... and its GPUs per node line
+    slurm_tasks: tuple[int, ContextLine] | None = None  # the request's tasks per node, its line
+    slurm_gpus: int | None = None                       # ... and its GPUs per node
     _remembered: int = 0
 
     def feed(self, file: str, line: int, text: str, message: str,
@@ -82,7 +90,7 @@ class LogContext:
         elif "GLOBAL_RANK" in message and (found := _BANNER.search(message)):
             self._banner(int(found.group("rank")), int(found.group("world_size")),
                          ContextLine(file, line, text, message))
-        elif len(self.lines) < MAX_CONTEXT_LINES and KEEP_LINE.search(message):
+        elif len(self.lines) < MAX_CONTEXT_LINES and _KEEP.search(message):
             self.lines.append(ContextLine(file, line, text, message))
 
     def _banner(self, rank: int, world_size: int, where: ContextLine) -> None:
@@ -104,19 +112,18 @@ class LogContext:
         return min(twice, key=lambda c: (c.file, c.line))
 
     def _slurm(self, where: ContextLine) -> None:
-        if self.slurm_tasks is None and _SLURM_TASKS.search(where.message):
-            self.slurm_tasks = where
-        if self.slurm_gpus is None and _SLURM_GPUS.search(where.message):
-            self.slurm_gpus = where
+        if self.slurm_tasks is None and (found := _SLURM_TASKS.search(where.message)):
+            self.slurm_tasks = (int(found.group("tasks")), where)
+        if self.slurm_gpus is None and (found := _SLURM_GPUS.search(where.message)):
+            self.slurm_gpus = int(found.group("gpus"))
 
     def slurm_tasks_over_gpus(self) -> tuple[int, int, ContextLine] | None:
         """(tasks per node, GPUs per node, the tasks line) when a Slurm request starts more
         tasks on a node than it gives the node GPUs."""
         if self.slurm_tasks is None or self.slurm_gpus is None:
             return None
-        tasks = int(_SLURM_TASKS.search(self.slurm_tasks.message).group("tasks"))
-        gpus = int(_SLURM_GPUS.search(self.slurm_gpus.message).group("gpus"))
-        return (tasks, gpus, self.slurm_tasks) if tasks > gpus > 0 else None
+        tasks, where = self.slurm_tasks
+        return (tasks, self.slurm_gpus, where) if tasks > self.slurm_gpus > 0 else None
 
     def one_host(self) -> bool:
         """Whether nothing in the log shows a second node (at most one host printed lines,

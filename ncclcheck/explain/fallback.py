@@ -28,7 +28,7 @@ LEAD = 1.5             # ... and how many times the runner-up's it must be
 MAX_DISTINCT = 2048    # distinct error messages scored per run
 
 # A line that shows the run failed (not only that something was retried or probed).
-FAILED_LINE = re.compile(
+_FAILED = re.compile(
     r"Traceback \(most recent call last\)|^\W*(?:[\w.]+\.)?\w*(?:Error|Exception)\b|"
     r"\b(?:ERROR|FATAL|Fatal error)\b|\berror\b(?![:=]?\s*[\d.]+)|Segmentation fault|"
     r"core dumped|\bKilled\b|\bAborted\b|bus error|exit ?code:? ?-?[1-9]|\bSIG[A-Z]{3,5}\b|"
@@ -39,7 +39,7 @@ _HARMLESS = re.compile(r"\bINFO\b|\bWARNING\b|Warning\b|deprecat|\bno errors?\b|
                        r"without errors?|\b0 errors?\b|"
                        r"(?-i:^\W*\[?[WI]\d{0,4}[ \]]\S*\.(?:cpp|cc|h)\b)",
                        re.I)
-NCCL_WARN_LINE = re.compile(r"\bNCCL WARN\b|^\s*WARN\b")
+_NCCL_WARN = re.compile(r"\bNCCL WARN\b|^\s*WARN\b")
 
 
 @dataclass(frozen=True)
@@ -96,11 +96,11 @@ def line_weight(message: str) -> float:
     """2 for a failure line (exception, error, fatal signal), 1 for an NCCL warning, 0.5 for
     an INFO line, 0 for the rest."""
     harmless = _HARMLESS.search(message)
-    if NCCL_WARN_LINE.search(message):
+    if _NCCL_WARN.search(message):
         return 1.0
     if harmless:
         return 0.5 if "INFO" in message else 0.0
-    return 2.0 if FAILED_LINE.search(message) else 0.0
+    return 2.0 if _FAILED.search(message) else 0.0
 
 
 def line_cues(message: str) -> dict[Category, tuple[int, str]]:

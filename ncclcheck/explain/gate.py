@@ -26,9 +26,9 @@ from functools import lru_cache
 from typing import Iterable, Sequence
 
 from ncclcheck.explain.catalogue import Signature
-from ncclcheck.explain.context import KEEP_LINE as CONTEXT_KEEPS
+from ncclcheck.explain.context import wants as context_wants
 from ncclcheck.explain.engine import CATCH_ALL
-from ncclcheck.explain.fallback import FAILED_LINE, NCCL_WARN_LINE
+from ncclcheck.explain.fallback import line_weight
 from ncclcheck.explain.hsregex import Untranslatable, prefix_run, to_hyperscan
 from ncclcheck.explain.lines import LINE_PREFIXES, parse_line
 from ncclcheck.explain.prefilter import Literal
@@ -220,10 +220,9 @@ class Gate:
 
 
 def _feeds(message: str) -> bool:
-    """Whether context.LogContext.feed or fallback.ErrorCues.feed could use ``message``."""
-    return ("INFO" in message or "NCCL version" in message or "GLOBAL_RANK" in message
-            or bool(CONTEXT_KEEPS.search(message) or NCCL_WARN_LINE.search(message)
-                    or FAILED_LINE.search(message)))
+    """Whether the NCCL summary, context.LogContext.feed or fallback.ErrorCues.feed could use
+    ``message`` (each owner says for itself)."""
+    return "INFO" in message or context_wants(message) or line_weight(message) > 0
 
 
 def _cuts(literals: Iterable[Literal]) -> tuple[tuple[bytes, bool, bytes], ...]:

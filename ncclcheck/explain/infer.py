@@ -36,6 +36,9 @@ _LAUNCH_SYMPTOMS = frozenset({Category.TIMEOUT, Category.OTHER, Category.RANK_CR
                               Category.CUDA, Category.DUPLICATE_GPU})
 _SYSTEM_ERROR = re.compile(r"unhandled system error|ncclSystemError")
 DUPLICATE_RANK = "lightning.duplicate_global_rank"
+# Inferred signatures named by a rule of their own below, not by matching a context line.
+_BY_RULE = frozenset({VERSIONS_DIFFER, DUPLICATE_RANK, ONE_HOST_SYSTEM_ERROR,
+                      SLURM_TASKS_OVER_GPUS})
 
 
 def add_inferred(hits: Findings, context: LogContext,
@@ -90,8 +93,7 @@ def infer_cause(context: LogContext, failed: Hit | None = None,
         where = ContextLine(failed.file, failed.line, failed.text, failed.text)
         candidates.append((-sig.priority, 0, sig, {}, where))
     for sig in inferred_signatures():
-        if sig.id in (VERSIONS_DIFFER, DUPLICATE_RANK, ONE_HOST_SYSTEM_ERROR, SLURM_TASKS_OVER_GPUS) \
-                or not _applies(sig, failed, generic):
+        if sig.id in _BY_RULE or not _applies(sig, failed, generic):
             continue
         for order, where in enumerate(context.lines):
             facts = sig.match(where.message, known)

@@ -16,8 +16,7 @@ import heapq
 import os
 import re
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Callable, Collection, Iterator, Protocol, Sequence
+from typing import Callable, Iterator, Protocol, Sequence
 
 ENGINE_VARIABLE = "NCCLCHECK_EXPLAIN_ENGINE"
 ENGINES = ("hyperscan", "aho", "re")
@@ -104,7 +103,7 @@ class HyperscanIndex:
 
         unique = sorted(set(literals), key=lambda lit: (lit.text, lit.caseless))
         self.literals: tuple[Literal, ...] = tuple(unique)  # a hit's id is its place here
-        # The scanner's tokens ride along, each reported once a block (see TokenSieve).
+        # The scanner's tokens ride along, each reported once a block (scan.py asks).
         self.tokens: tuple[bytes, ...] = tuple(tokens)
         self._db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
         self._db.compile(
@@ -135,54 +134,6 @@ class HyperscanIndex:
 
     def ends(self, block: bytes) -> Iterator[int]:
         return iter([end for end, _ in self.hits(block)])
-
-
-class TokenSieve(Protocol):
-    def present(self, block: bytes) -> Collection[bytes]:
-        """The tokens that occur in ``block`` (a superset will do)."""
-
-
-class AllTokens:
-    """No engine to ask: every token may occur (each token's own search tells)."""
-
-    def __init__(self, tokens: Sequence[bytes]) -> None:
-        self._tokens = tuple(tokens)
-
-    def present(self, block: bytes) -> Collection[bytes]:
-        return self._tokens
-
-
-class HyperscanTokens:
-    """One pass over a block for every token at once (each reported once), so the scanner's
-    per-token searches run only for the few tokens a block holds."""
-
-    def __init__(self, tokens: Sequence[bytes]) -> None:
-        import hyperscan
-
-        self._tokens = tuple(tokens)
-        self._db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-        self._db.compile(expressions=list(self._tokens), ids=list(range(len(self._tokens))),
-                         flags=[hyperscan.HS_FLAG_SINGLEMATCH] * len(self._tokens), literal=True)
-
-    def present(self, block: bytes) -> Collection[bytes]:
-        found: list[bytes] = []
-
-        def on_match(token_id: int, _start: int, _end: int, _flags: int, _ctx: object) -> None:
-            found.append(self._tokens[token_id])
-
-        self._db.scan(block, match_event_handler=on_match)
-        return found
-
-
-@lru_cache(maxsize=8)
-def token_sieve(tokens: tuple[bytes, ...], engine: str) -> TokenSieve:
-    """Hyperscan's one-pass presence test when ``engine`` is Hyperscan, else every token."""
-    if engine == "hyperscan":
-        try:
-            return HyperscanTokens(tokens)
-        except ImportError:
-            pass
-    return AllTokens(tokens)
 
 
 _BUILDERS: dict[str, Callable[[Sequence[Literal]], LiteralIndex]] = {

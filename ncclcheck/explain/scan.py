@@ -14,7 +14,7 @@ from functools import partial
 from typing import TYPE_CHECKING, BinaryIO, Callable, Collection, Iterable, Iterator
 
 from ncclcheck.explain.context import CONTEXT_TOKENS
-from ncclcheck.explain.prefilter import LiteralIndex, token_sieve
+from ncclcheck.explain.prefilter import LiteralIndex
 
 if TYPE_CHECKING:
     from ncclcheck.explain.gate import Gate
@@ -62,8 +62,6 @@ class Scanner:
         self.gate = gate  # leaves out lines holding only a common literal (gate.py)
         self._year_known: Callable[[], bool] = lambda: False
         self._noisy: frozenset[int] = frozenset()  # literals common in this file so far
-        # Most tokens never occur in a given log: ask once per block which ones do.
-        self.sieve = token_sieve(TOKENS, index.name)
         self._context_left = MAX_CONTEXT_LINES
         self._error_left = MAX_ERROR_LINES
 
@@ -72,7 +70,7 @@ class Scanner:
         """The candidates of ``stream``; ``year_known`` says whether the reader has seen the
         log's year already (until then, a line with a full date is never left out)."""
         self._year_known = year_known
-        self._noisy: frozenset[int] = frozenset()
+        self._noisy = frozenset()
         line_base = 1          # number of the first line in the current buffer
         carry = b""
         info_left = MAX_INFO_LINES
@@ -166,14 +164,15 @@ class Scanner:
     def _literal_lines(self, body: bytes) -> tuple[list[int], Collection[bytes]]:
         """Where the text of each line holding a literal starts (the line's start, or for a very
         long line a window that keeps the hit in view), less what the gate leaves out; and
-        which tokens the block holds."""
+        which tokens the block holds (Hyperscan names them in the same pass; with another
+        engine every token may occur, and each token's own search tells)."""
         if not hasattr(self.index, "hits"):
             lines = _group(body, ((end, 0) for end in self.index.ends(body)))
-            return [start for start, *_ in lines], self.sieve.present(body)
+            return [start for start, *_ in lines], TOKENS
         present: list[bytes] = []
         hits = self.index.hits(body, present)
         if getattr(self.index, "tokens", ()) != TOKENS:
-            present = list(self.sieve.present(body))
+            present = list(TOKENS)
         lines = _group(body, hits)
         if self.gate is not None:
             self._noisy |= self.gate.noisy(hits)  # common once, common for the rest of the file
