@@ -8,6 +8,8 @@ writing signatures) and test (for measuring them; never read while writing signa
 Prints, per split, top-1 accuracy (the root cause's category equals the label), false alarms
 on clean logs (a finding with a category on a log whose run was healthy), the confusion
 between categories, and, apart, the project's own corpus (tests/data/logs/index.toml).
+Next to explain's figures: the accuracy of a blind reading (world/blind_reading.toml, the
+category a reader gave each log from the log alone), i.e. how much the logs themselves show.
 """
 
 from __future__ import annotations
@@ -39,9 +41,28 @@ def predicted(path: Path) -> tuple[str, list[str]]:
     return (findings[0]["category"] or "") if findings else "", categories
 
 
-def score(entries: list[dict], folder: Path, show_misses: bool) -> dict:
+def readings() -> dict[str, str]:
+    """The blind reading's category per world log ("" read as healthy)."""
+    path = WORLD / "blind_reading.toml"
+    if not path.exists():
+        return {}
+    return {r["path"]: r["category"] for r in tomllib.loads(path.read_text("utf-8"))["reading"]}
+
+
+def score(entries: list[dict], folder: Path, show_misses: bool,
+          read: dict[str, str] | None = None) -> dict:
     failing = [e for e in entries if e["category"]]
     clean = [e for e in entries if not e["category"]]
+    read = read or {}
+    blind = Counter()  # the blind reading: logs read, right, clean logs read as failing
+    for e in entries:
+        if e["path"] in read:
+            key = "failing" if e["category"] else "clean"
+            blind[key] += 1
+            if e["category"]:
+                blind["right"] += read[e["path"]] == e["category"]
+            else:
+                blind["alarms"] += read[e["path"]] != ""
     right, confusion, misses = 0, Counter(), []
     shown = Counter()  # logs whose deciding line shows the cause (not only a generic error)
     for e in failing:
@@ -64,7 +85,7 @@ def score(entries: list[dict], folder: Path, show_misses: bool) -> dict:
         for path, categories in alarms:
             print(f"    alarm {path}: {', '.join(categories)}")
     return {"failing": len(failing), "right": right, "clean": len(clean),
-            "alarms": len(alarms), "confusion": confusion, "shown": shown}
+            "alarms": len(alarms), "confusion": confusion, "shown": shown, "blind": blind}
 
 
 def report(name: str, result: dict) -> None:
@@ -78,6 +99,11 @@ def report(name: str, result: dict) -> None:
         print(f"{'':<10}   on the {n_shown} logs with a deciding line: {shown['right']}/{n_shown}"
               f" = {share:.1f}%; on the {n - n_shown} showing only a generic error or none: "
               f"{result['right'] - shown['right']}/{n - n_shown}")
+    blind = result["blind"]
+    if blind["failing"]:
+        share = 100.0 * blind["right"] / blind["failing"]
+        print(f"{'':<10}   blind reading of the log alone: {blind['right']}/{blind['failing']} = "
+              f"{share:.1f}%, clean logs read as failing {blind['alarms']}/{blind['clean']}")
     for (want, got), count in result["confusion"].most_common():
         print(f"           {count:>3}x  {want:<16} -> {got}")
 
@@ -92,7 +118,8 @@ def main() -> None:
     splits = ("dev", "test") if args.split == "all" else (args.split,)
     for split in splits:
         entries = [e for e in world if e["split"] == split]
-        report(f"world/{split}", score(entries, WORLD, args.show_misses and split == "dev"))
+        report(f"world/{split}", score(entries, WORLD, args.show_misses and split == "dev",
+                                       readings()))
     own = load(LOGS / "index.toml")
     for e in own:
         e["category"] = e["category"] if e["root"] else ""

@@ -40,6 +40,13 @@ EXPLAINED = {
         "address of (10.1.2.3, 29500).",
         "[W socket.cpp:558] [c10d] The client socket has failed to connect to [gpu-head]:29500 "
         "(errno: 111 - Connection refused)."),
+    "torch.socket_family_unsupported": (
+        "[W socket.cpp:558] [c10d] The client socket cannot be initialized to connect to "
+        "[localhost]:29500 (errno: 97 - Address family not supported by protocol).",
+        "[E socket.cpp:610] [c10d] The client socket has failed to connect to any network "
+        "address of (localhost, 29500).",
+        "[W socket.cpp:558] [c10d] The client socket has failed to connect to [gpu-head]:29500 "
+        "(errno: 111 - Connection refused)."),
     "launcher.nproc_exceeds_visible_gpus": (
         "CUDA_VISIBLE_DEVICES=0,1 torchrun --nnodes=1 --nproc_per_node=4 train.py",
         "RuntimeError: CUDA error: invalid device ordinal",
@@ -58,7 +65,10 @@ def test_inferred_signatures_are_kept_out_of_line_matching():
     inferred = {s.id for s in inferred_signatures()}
     assert inferred == set(CONTEXT) | set(EXPLAINED) | {"lightning.duplicate_global_rank",
                                                         "nccl.system_error_one_host",
-                                                        "slurm.tasks_exceed_gpus"}
+                                                        "slurm.tasks_exceed_gpus",
+                                                        "nccl.networks_differ",
+                                                        "nccl.ib_on_some_nodes",
+                                                        "nccltests.ranks_alone"}
     assert {s.id for s in inferred_signatures()
             if s.explains and "generic" not in s.explains} == set(EXPLAINED)
     assert not inferred & {s.id for s in line_signatures()}
@@ -262,3 +272,95 @@ def test_a_topology_nccl_could_not_describe_is_read_by_whether_a_file_was_forced
     forced = "node1:2196:2196 [1] NCCL INFO NCCL_TOPO_FILE set by environment to /opt/topo.xml"
     root = _explain(tmp_path, [forced, missing])[0]
     assert root["id"] == "nccl.graph_file_set" and root["category"] == "configuration"
+
+
+# Each node's choice of network, as NCCL 2.19+ and older versions print it.
+PLUGIN_LOADED = ["node1:5:5 [0] NCCL INFO NET/Plugin: Loaded net plugin NCCL RDMA Plugin (v7)",
+                 "node1:5:5 [0] NCCL INFO Plugin Path : /opt/hpcx/nccl_rdma_sharp_plugin/lib/libnccl-net.so",
+                 "node1:5:5 [0] NCCL INFO Successfully loaded external plugin libnccl-net.so"]
+PLUGIN_ABSENT = ["node2:7:7 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.",
+                 "node2:7:7 [0] NCCL INFO NET/Plugin : No plugin found (libnccl-net.so), using internal implementation",
+                 "node2:7:7 [0] NCCL INFO NET/Plugin : Plugin load returned 2 : libnccl-net.so: cannot open shared object file: No such file or directory"]
+
+
+@pytest.mark.parametrize("absent", PLUGIN_ABSENT, ids=["2.19+", "2.4", "2.12"])
+@pytest.mark.parametrize("loaded", PLUGIN_LOADED, ids=["loaded", "path", "external"])
+def test_a_net_plugin_on_some_nodes_only_is_a_fault_even_without_an_error(tmp_path, loaded,
+                                                                          absent):
+    findings = _explain(tmp_path, [loaded, "node1:5:5 [0] NCCL INFO Init COMPLETE", absent])
+    root = findings[0]
+    assert root["id"] == "nccl.networks_differ" and root["category"] == "net_plugin"
+    assert root["line"] == 3 and "line 1" in root["explanation"]
+    assert "{" not in root["explanation"] + root["fix"]
+
+
+def test_the_same_plugin_choice_on_every_node_is_no_fault(tmp_path):
+    both_loaded = [PLUGIN_LOADED[0], PLUGIN_LOADED[0].replace("node1:5:5", "node2:7:7")]
+    both_absent = [PLUGIN_ABSENT[0].replace("node2:7:7", "node1:5:5"), PLUGIN_ABSENT[0]]
+    # one host reporting both (it found a plugin after a miss) is not two nodes differing
+    one_host = [PLUGIN_ABSENT[0].replace("node2:7:7", "node1:5:5"), PLUGIN_LOADED[0]]
+    for lines in (both_loaded, both_absent, one_host):
+        assert _explain(tmp_path, lines) == [], lines
+
+
+def test_infiniband_on_some_nodes_and_sockets_on_others(tmp_path):
+    lines = ["node1:5:5 [0] NCCL INFO Using network IB",
+             "node2:7:7 [0] NCCL INFO Using network Socket",
+             "node1:5:5 [0] NCCL INFO comm 0x1 rank 0 nranks 2 - Init COMPLETE"]
+    root = _explain(tmp_path, lines)[0]
+    assert root["id"] == "nccl.ib_on_some_nodes" and root["category"] == "infiniband"
+    assert root["facts"]["network1"] == "IB" and root["facts"]["network2"] == "Socket"
+    same = ["node1:5:5 [0] NCCL INFO Using network IB", "node2:7:7 [0] NCCL INFO Using network IB"]
+    assert _explain(tmp_path, same) == []
+    plugin = ["node1:5:5 [0] NCCL INFO Using network AWS Libfabric",
+              "node2:7:7 [0] NCCL INFO Using network Socket"]
+    assert _explain(tmp_path, plugin)[0]["id"] == "nccl.networks_differ"
+
+
+def _tests_rank(rank: int, pid: int, host: str) -> str:
+    return f"#  Rank {rank:2d} Group  0 Pid {pid:6d} on {host:>10} device  0 [0x00] NVIDIA H100"
+
+
+@pytest.mark.parametrize("lines", [
+    [_tests_rank(0, 1320, "node1"), _tests_rank(0, 2066, "node2")],
+    ["mpirun -np 2 ./build/all_reduce_perf -b 8 -e 1G", _tests_rank(0, 1320, "node1"),
+     _tests_rank(0, 1321, "node1")],
+    ["#   Rank  0 Pid   1320 on ip-172-31-20-228 device  0 [0x00] Tesla V100-SXM2-16GB",
+     "#   Rank  0 Pid   2066 on ip-172-31-22-230 device  0 [0x00] Tesla V100-SXM2-16GB"],
+], ids=["two hosts", "mpirun on one host", "older table"])
+def test_nccl_tests_processes_that_each_ran_alone(tmp_path, lines):
+    root = _explain(tmp_path, lines)[0]
+    assert root["id"] == "nccltests.ranks_alone" and root["category"] == "rank_mismatch"
+    assert root["line"] == len(lines) and "{" not in root["explanation"] + root["fix"]
+
+
+@pytest.mark.parametrize("lines", [
+    ["mpirun -np 2 ./build/all_reduce_perf", _tests_rank(0, 1320, "node1"),
+     _tests_rank(1, 2066, "node2")],
+    [_tests_rank(0, 1320, "node1"), _tests_rank(1, 1320, "node1"),  # one process, two GPUs,
+     _tests_rank(0, 1400, "node1"), _tests_rank(1, 1400, "node1")],  # run twice
+    ["mpirun -np 4 ./build/all_reduce_perf", _tests_rank(0, 10, "node1"), _tests_rank(1, 11, "node1"),
+     _tests_rank(2, 12, "node2"), _tests_rank(3, 13, "node2")],
+], ids=["one job", "one process run twice", "one job on two nodes"])
+def test_nccl_tests_processes_of_one_job_are_no_fault(tmp_path, lines):
+    assert _explain(tmp_path, lines) == []
+
+
+VERBS_PROVIDER = ("libibverbs: Warning: no userspace device-specific driver found for "
+                  "/sys/class/infiniband_verbs/uverbs0")
+
+
+@pytest.mark.parametrize("generic", GENERIC + ["node1: Test NCCL failure common.cu:775 'internal error'"],
+                         ids=lambda g: g[:24])
+def test_a_generic_error_gives_way_to_a_specific_failure_in_the_same_log(tmp_path, generic):
+    two_nodes = ["node1:11:11 [0] NCCL INFO Channel 00 : 3[3] -> 4[0] [send] via NET/Socket/0"]
+    findings = _explain(tmp_path, two_nodes + [VERBS_PROVIDER, "epoch 0", generic])
+    assert findings[0]["id"] == "rdma.verbs_provider_missing", [f["id"] for f in findings]
+    assert findings[0]["category"] == "infiniband" and findings[0]["root_cause"]
+
+
+def test_a_generic_error_keeps_its_place_before_an_unspecific_one(tmp_path):
+    crashed = "  exitcode  : 1 (pid: 23018)"  # torchrun: a worker failed (rank_crashed)
+    findings = _explain(tmp_path, [INTERNAL_ERROR, crashed])
+    assert findings[0]["id"] == "nccl.internal_error", [f["id"] for f in findings]
+    assert len(findings) == 2

@@ -75,3 +75,15 @@ def test_no_thread_is_in_both_splits():
     for e in INDEX:
         splits.setdefault(thread(e["source"]), set()).add(e["split"])
     assert all(len(s) == 1 for s in splits.values())
+
+
+def test_the_blind_reading_names_indexed_logs_and_known_categories():
+    """The blind reading (the category a reader gave each log from the log alone) that the
+    accuracy benchmark prints beside explain's: one reading per log, taxonomy words only."""
+    readings = tomllib.loads((WORLD / "blind_reading.toml").read_text("utf-8"))["reading"]
+    paths = [r["path"] for r in readings]
+    assert len(paths) == len(set(paths))
+    assert set(paths) <= {e["path"] for e in INDEX}
+    for reading in readings:
+        assert reading["category"] in set(CATEGORIES) | {"", "unknown"}, reading
+        assert reading["confidence"] in {"high", "medium", "low"}, reading

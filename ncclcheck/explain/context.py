@@ -20,10 +20,21 @@ CONTEXT_TOKENS = (b"set by environment to", b"torchrun", b"torch.distributed.lau
                   b"torch.distributed.run", b"deepspeed", b"accelerate launch", b"mpirun",
                   b"srun ", b"NCCL_SOCKET_IFNAME=", b"NCCL_GRAPH_FILE=", b"NCCL_TOPO_FILE=",
                   b"NCCL_IB_DISABLE=", b"NCCL_NET=", b"failed to connect to", b"#SBATCH",
-                  b"--ntasks-per-node", b"--gres", b"--gpus-per-node")
+                  b"--ntasks-per-node", b"--gres", b"--gpus-per-node", b" Pid ",
+                  b"errno: 97")
 _KEEP = re.compile(r"set by environment to|NCCL_[A-Z_]+=|--n(?:nodes|proc)|--node[_-]rank|"
                    r"Bootstrap ?: Using|NET/Socket ?: Using|NET/OFI|NET/Plugin|"
-                   r"failed to connect to \[")
+                   r"failed to connect to \[|errno: 97\b")
+# The network each node's NCCL chose ("Using network IB"), and whether it loaded a net plugin.
+_NETWORK = re.compile(r"\bUsing network (?P<network>\w[\w/ .\-]*?)\s*$")
+_PLUGIN_LOADED = re.compile(r"NET/Plugin ?: ?Loaded (?:net )?plugin|Plugin Path ?: ?\S*libnccl-net|"
+                            r"Successfully loaded external plugin")
+_PLUGIN_ABSENT = re.compile(r"NET/Plugin ?: ?(?:No plugin found|Could not find\b|"
+                            r"Plugin load (?:\(\S+\) )?returned)|Using internal network plugin")
+# nccl-tests' device table: "#  Rank  0 Group  0 Pid 1320 on node1 device  0 [0x00] ...".
+_TESTS_RANK = re.compile(r"\bRank\s+(?P<rank>\d+)\s+(?:Group\s+\d+\s+)?Pid\s+(?P<pid>\d+)\s+"
+                         r"on\s+(?P<host>\S+)\s+device\b")
+_MPI_LAUNCH = re.compile(r"\b(?:mpirun|mpiexec|srun)\b")
 _VERSION = re.compile(r"NCCL version (?P<version>\d+\.\d+\.\d+)")
 # A Slurm request (an #SBATCH line or an srun/sbatch command): tasks and GPUs per node.
 _SLURM_LINE = re.compile(r"#SBATCH|\b(?:srun|sbatch|salloc)\b")
@@ -43,7 +54,9 @@ def wants(message: str) -> bool:
     setting or launch line, a sign of several nodes, a Slurm request)."""
     return ("NCCL version" in message or "GLOBAL_RANK" in message
             or bool(_KEEP.search(message) or _BETWEEN_NODES.search(message)
-                    or _SLURM_LINE.search(message)))
+                    or _SLURM_LINE.search(message) or _NETWORK.search(message)
+                    or _PLUGIN_LOADED.search(message) or _PLUGIN_ABSENT.search(message)
+                    or _TESTS_RANK.search(message) or _MPI_LAUNCH.search(message)))
 
 
 @dataclass(frozen=True)
@@ -71,6 +84,10 @@ class LogContext:
     between_nodes: bool = False
     slurm_tasks: tuple[int, ContextLine] | None = None  # the request's tasks per node, its line
     slurm_gpus: int | None = None                       # ... and its GPUs per node
+    networks: dict[str, tuple[str, ContextLine]] = field(default_factory=dict)  # host -> choice
+    plugins: dict[str, tuple[bool, ContextLine]] = field(default_factory=dict)  # host -> loaded?
+    tests_ranks: dict[tuple[str, str], list[tuple[int, ContextLine]]] = field(default_factory=dict)
+    mpi_launch: bool = False
     _remembered: int = 0
 
     def feed(self, file: str, line: int, text: str, message: str,
@@ -83,6 +100,24 @@ class LogContext:
             self.between_nodes = True
         if _SLURM_LINE.search(message):
             self._slurm(ContextLine(file, line, text, message))
+        if not self.mpi_launch and _MPI_LAUNCH.search(message):
+            self.mpi_launch = True
+        if host and len(self.networks) < 64 and "Using network" in message \
+                and (found := _NETWORK.search(message)):
+            self.networks.setdefault(host, (found.group("network"),
+                                            ContextLine(file, line, text, message)))
+        if host and len(self.plugins) < 64 and "lugin" in message:
+            loaded = bool(_PLUGIN_LOADED.search(message))
+            if loaded or _PLUGIN_ABSENT.search(message):
+                kept = self.plugins.get(host)
+                if kept is None or (loaded and not kept[0]):  # a later load wins over a miss
+                    self.plugins[host] = (loaded, ContextLine(file, line, text, message))
+        if "Pid" in message and (found := _TESTS_RANK.search(message)) \
+                and self._remembered < MAX_PER_RANK_LINES:
+            self._remembered += 1
+            process = (found.group("host"), found.group("pid"))
+            self.tests_ranks.setdefault(process, []).append(
+                (int(found.group("rank")), ContextLine(file, line, text, message)))
         if "NCCL version" in message and (found := _VERSION.search(message)):
             if len(self.versions) < 64:
                 self.versions.setdefault(found.group("version"),
@@ -136,3 +171,38 @@ class LogContext:
             return None
         first, second = sorted(self.versions.values(), key=lambda c: (c.file, c.line))[:2]
         return first, second
+
+    def differing_networks(self) -> tuple[str, str, ContextLine, ContextLine] | None:
+        """Two nodes whose NCCL chose different networks ("Using network IB" on one, "Socket"
+        on another) or of which only one loaded a net plugin: (first choice, second choice,
+        their lines), in reading order."""
+        for kept, name in ((self.networks, None), (self.plugins, "plugin")):
+            choices = sorted(kept.values(), key=lambda c: (c[1].file, c[1].line))
+            for choice, where in choices[1:]:
+                if choice != choices[0][0]:
+                    first, second = choices[0], (choice, where)
+                    if name:
+                        return (_plugin_name(first[0]), _plugin_name(second[0]),
+                                first[1], second[1])
+                    return str(first[0]), str(second[0]), first[1], second[1]
+        return None
+
+    def tests_ranks_alone(self) -> ContextLine | None:
+        """The second nccl-tests process announcing itself as rank 0 when every process did:
+        each ran alone (a test binary built without MPI support) instead of as one job. Two
+        processes on one host count only under an MPI or Slurm launch (else they may be two
+        runs of the same test)."""
+        if len(self.tests_ranks) < 2:
+            return None
+        if not all(any(rank == 0 for rank, _ in ranks) for ranks in self.tests_ranks.values()):
+            return None
+        hosts = {host for host, _ in self.tests_ranks}
+        if len(hosts) < 2 and not self.mpi_launch:
+            return None
+        zeros = sorted((where for ranks in self.tests_ranks.values() for rank, where in ranks
+                        if rank == 0), key=lambda c: (c.file, c.line))
+        return zeros[1]
+
+
+def _plugin_name(loaded: bool) -> str:
+    return "an external net plugin" if loaded else "NCCL's internal network"

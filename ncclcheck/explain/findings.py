@@ -115,6 +115,9 @@ class Findings:
         self.by_id: dict[str, Finding] = {}
         self.pid_owner: dict[tuple[str, Any], tuple[int, str | None]] = {}
         self.hits = 0
+        # A finding that is the root cause whatever its tier: a specific failure or warning
+        # that says what a generic error code did not (infer.py decides).
+        self.promoted: str | None = None
 
     def add(self, hit: Hit) -> None:
         self.hits += 1
@@ -136,7 +139,7 @@ class Findings:
             self._complete(finding.first, settings or {})
         if not findings:
             return []
-        root = choose_root(findings)
+        root = self.by_id.get(self.promoted or "") or choose_root(findings)
         root.root_cause = True
         rest = sorted((f for f in findings if f is not root),
                       key=lambda f: (f.tier, -f.signature.priority, f.first.order))

@@ -17,12 +17,14 @@ from typing import Any
 
 from ncclcheck.explain.catalogue import Signature, inferred_signatures, signature
 from ncclcheck.explain.context import ContextLine, LogContext
-from ncclcheck.explain.findings import Findings, Hit
+from ncclcheck.explain.findings import Finding, Findings, Hit
 from ncclcheck.model import Category
 
 # NCCL's generic results, whichever way the log shows them.
 GENERIC_IDS = frozenset({"nccl.unhandled_system_error", "nccl.internal_error",
-                         "nccl.remote_error", "nccl.syscall_failed"})
+                         "nccl.internal_error_code", "nccl.remote_error", "nccl.syscall_failed"})
+# Categories that say what happened rather than why: no better than a generic error code.
+_UNSPECIFIC = frozenset({Category.OTHER, Category.RANK_CRASHED, Category.TIMEOUT})
 _GENERIC_TEXT = re.compile(r"nccl(?:System|Internal|Remote)Error|unhandled system error|"
                            r"internal error|remote process exited")
 # In a signature's ``explains``: NCCL's generic errors (as for a signature without ``explains``).
@@ -36,29 +38,69 @@ _LAUNCH_SYMPTOMS = frozenset({Category.TIMEOUT, Category.OTHER, Category.RANK_CR
                               Category.CUDA, Category.DUPLICATE_GPU})
 _SYSTEM_ERROR = re.compile(r"unhandled system error|ncclSystemError")
 DUPLICATE_RANK = "lightning.duplicate_global_rank"
+NETWORKS_DIFFER = "nccl.networks_differ"
+IB_ON_SOME_NODES = "nccl.ib_on_some_nodes"
+TESTS_RANKS_ALONE = "nccltests.ranks_alone"
 # Inferred signatures named by a rule of their own below, not by matching a context line.
 _BY_RULE = frozenset({VERSIONS_DIFFER, DUPLICATE_RANK, ONE_HOST_SYSTEM_ERROR,
-                      SLURM_TASKS_OVER_GPUS})
+                      SLURM_TASKS_OVER_GPUS, NETWORKS_DIFFER, IB_ON_SOME_NODES,
+                      TESTS_RANKS_ALONE})
 
 
 def add_inferred(hits: Findings, context: LogContext,
                  settings: dict[str, str] | None = None) -> None:
     """Add the findings the context supports to ``hits`` (before ranking)."""
-    duplicate = context.duplicate_rank()
-    if duplicate is not None and DUPLICATE_RANK not in hits.by_id:
-        sig = signature(DUPLICATE_RANK)
-        facts = sig.match(duplicate.message) or {}
-        hits.add(_hit(sig, facts, duplicate, None, hits.hits))
+    for sig, facts, where in _setup_faults(context):
+        if sig.id not in hits.by_id:
+            hits.add(_hit(sig, facts, where, None, hits.hits))
     ranked = hits.ranked(settings)
     if not ranked:
         return
     failed = ranked[0].first
     inferred = infer_cause(context, failed)
-    if inferred is not None:
+    specific = _specific_failure(ranked) if is_generic(failed.signature.id, failed.text) else None
+    if inferred is not None and (specific is None
+                                 or inferred[0].priority > specific.signature.priority):
         sig, facts, source = inferred
         if sig.explains:  # a cause read from the failure's own facts and a context line
             facts = {**failed.facts, **facts}
         hits.add(_hit(sig, facts, source, failed, failed.order))
+    elif specific is not None:
+        hits.promoted = specific.signature.id
+
+
+def _specific_failure(ranked: list[Finding]) -> Finding | None:
+    """Below a generic NCCL error, the first finding that says what failed (a missing verbs
+    provider, a closed port), warnings included: NCCL's generic code says only that something
+    did."""
+    for finding in ranked[1:]:
+        sig = finding.signature
+        if sig.category not in _UNSPECIFIC and not is_generic(sig.id, finding.first.text):
+            return finding
+    return None
+
+
+def _setup_faults(context: LogContext) -> list[tuple[Signature, dict[str, Any], ContextLine]]:
+    """Faults the setup lines show whether or not the log shows a failure: a global rank
+    announced twice, nodes that chose different networks, nccl-tests processes that each ran
+    alone. Each makes the run fail or hang, so it is a finding of its own."""
+    faults = []
+    duplicate = context.duplicate_rank()
+    if duplicate is not None:
+        sig = signature(DUPLICATE_RANK)
+        faults.append((sig, sig.match(duplicate.message) or {}, duplicate))
+    networks = context.differing_networks()
+    if networks is not None:
+        first, second, first_line, second_line = networks
+        ib_or_socket = {first, second} == {"IB", "Socket"}
+        sig = signature(IB_ON_SOME_NODES if ib_or_socket else NETWORKS_DIFFER)
+        facts = {"network1": first, "network2": second, "line1": first_line.line}
+        faults.append((sig, facts, second_line))
+    alone = context.tests_ranks_alone()
+    if alone is not None:
+        sig = signature(TESTS_RANKS_ALONE)
+        faults.append((sig, sig.match(alone.message) or {}, alone))
+    return faults
 
 
 def is_generic(sig_id: str, text: str) -> bool:
