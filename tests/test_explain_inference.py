@@ -29,6 +29,7 @@ CONTEXT = {
     "nccl.ofi_plugin_in_use": ["node1:11:11 [0] NCCL INFO NET/OFI Using aws-ofi-nccl 1.7.4"],
     "nccl.ifname_set": ["export NCCL_SOCKET_IFNAME=ens9f0"],
     "launcher.node_rank_out_of_range": ["torchrun --node_rank=3 --nnodes=2 --nproc-per-node=4 train.py"],
+    "nccl.nvls_setup_failed": ["node2:2431:2475 [1] NCCL INFO transport/nvls.cc:330 -> 1"],
 }
 # Inferred signatures that explain a specific failure (``explains``), not a generic NCCL error:
 # (context line, the failure it explains, a context line that must not explain it).
@@ -47,6 +48,10 @@ EXPLAINED = {
         "address of (localhost, 29500).",
         "[W socket.cpp:558] [c10d] The client socket has failed to connect to [gpu-head]:29500 "
         "(errno: 111 - Connection refused)."),
+    "slurm.task_sees_one_gpu": (
+        "#SBATCH --gpus-per-task=1",
+        "RuntimeError: CUDA error: invalid device ordinal",
+        "#SBATCH --gpus-per-node=8"),
     "launcher.nproc_exceeds_visible_gpus": (
         "CUDA_VISIBLE_DEVICES=0,1 torchrun --nnodes=1 --nproc_per_node=4 train.py",
         "RuntimeError: CUDA error: invalid device ordinal",

@@ -6,8 +6,10 @@ NCCL_SOCKET_IFNAME naming a container or loopback interface, ranks loading diffe
 versions, a graph file forced by the environment, a launch whose node rank is outside its node
 count. The first such fact (by the inferred signature's priority) becomes the root cause; the
 finding keeps the generic error's line as where the run failed and ``inferred_from`` as the
-line the cause was read from. Duplicate rank announcements are a failure of their own and are
-found whatever else the log holds.
+line the cause was read from. Without such a fact, a specific failure or warning elsewhere in
+the log (a missing verbs provider, a refused port) outranks the generic code. Some setups are
+a fault whatever else the log holds (a global rank announced twice, nodes that chose different
+networks, nccl-tests processes that each ran alone): they are findings of their own.
 """
 
 from __future__ import annotations
