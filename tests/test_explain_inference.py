@@ -73,7 +73,8 @@ def test_inferred_signatures_are_kept_out_of_line_matching():
                                                         "slurm.tasks_exceed_gpus",
                                                         "nccl.networks_differ",
                                                         "nccl.ib_on_some_nodes",
-                                                        "nccltests.ranks_alone"}
+                                                        "nccltests.ranks_alone",
+                                                        "nccl.ib_without_verbs"}
     assert {s.id for s in inferred_signatures()
             if s.explains and "generic" not in s.explains} == set(EXPLAINED)
     assert not inferred & {s.id for s in line_signatures()}
@@ -369,3 +370,18 @@ def test_a_generic_error_keeps_its_place_before_an_unspecific_one(tmp_path):
     findings = _explain(tmp_path, [INTERNAL_ERROR, crashed])
     assert findings[0]["id"] == "nccl.internal_error", [f["id"] for f in findings]
     assert len(findings) == 2
+
+
+VERBS_MISSING = "node1:11:11 [0] NCCL INFO Failed to open libibverbs.so[.1]"
+
+
+def test_infiniband_reached_only_through_sockets_is_a_fault(tmp_path):
+    lines = [VERBS_MISSING, "node1:11:11 [0] NCCL INFO NET/Socket : Using [0]ib0:192.168.10.1<0>"]
+    root = _explain(tmp_path, lines)[0]
+    assert root["id"] == "nccl.ib_without_verbs" and root["category"] == "infiniband"
+    assert root["facts"]["ifname"] == "ib0" and "line 1" in root["explanation"]
+    # no IB interface: a host without InfiniBand, where the missing library is harmless
+    ethernet = [VERBS_MISSING, "node1:11:11 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>"]
+    assert _explain(tmp_path, ethernet) == []
+    with_verbs = ["node1:11:11 [0] NCCL INFO NET/Socket : Using [0]ib0:192.168.10.1<0>"]
+    assert _explain(tmp_path, with_verbs) == []

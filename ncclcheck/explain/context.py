@@ -36,6 +36,9 @@ _PLUGIN_ABSENT = re.compile(r"NET/Plugin ?: ?(?:No plugin found|Could not find\b
 # nccl-tests' device table: "#  Rank  0 Group  0 Pid 1320 on node1 device  0 [0x00] ...".
 _TESTS_RANK = re.compile(r"\bRank\s+(?P<rank>\d+)\s+(?:Group\s+\d+\s+)?Pid\s+(?P<pid>\d+)\s+"
                          r"on\s+(?P<host>\S+)\s+device\b")
+# NCCL could not load libibverbs, and its socket transport runs over an IPoIB interface.
+_VERBS_MISSING = re.compile(r"Failed to open libibverbs")
+_SOCKET_OVER_IB = re.compile(r"NET/Socket ?: Using (?:\[\d+\]\S+ )*\[\d+\](?P<ifname>ib[\w.]*)")
 _MPI_LAUNCH = re.compile(r"\b(?:mpirun|mpiexec|srun)\b")
 _VERSION = re.compile(r"NCCL version (?P<version>\d+\.\d+\.\d+)")
 # A Slurm request (an #SBATCH line or an srun/sbatch command): tasks and GPUs per node.
@@ -58,7 +61,8 @@ def wants(message: str) -> bool:
             or bool(_KEEP.search(message) or _BETWEEN_NODES.search(message)
                     or _SLURM_LINE.search(message) or _NETWORK.search(message)
                     or _PLUGIN_LOADED.search(message) or _PLUGIN_ABSENT.search(message)
-                    or _TESTS_RANK.search(message) or _MPI_LAUNCH.search(message)))
+                    or _TESTS_RANK.search(message) or _MPI_LAUNCH.search(message)
+                    or _VERBS_MISSING.search(message)))
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,8 @@ class LogContext:
     plugins: dict[str, tuple[bool, ContextLine]] = field(default_factory=dict)  # host -> loaded?
     tests_ranks: dict[tuple[str, str], list[tuple[int, ContextLine]]] = field(default_factory=dict)
     mpi_launch: bool = False
+    verbs_missing: ContextLine | None = None   # NCCL could not load libibverbs
+    socket_over_ib: ContextLine | None = None  # NCCL's socket transport uses an IPoIB interface
     _remembered: int = 0
 
     def feed(self, file: str, line: int, text: str, message: str,
@@ -104,6 +110,12 @@ class LogContext:
             self._slurm(ContextLine(file, line, text, message))
         if not self.mpi_launch and _MPI_LAUNCH.search(message):
             self.mpi_launch = True
+        if self.verbs_missing is None and "libibverbs" in message \
+                and _VERBS_MISSING.search(message):
+            self.verbs_missing = ContextLine(file, line, text, message)
+        if self.socket_over_ib is None and "NET/Socket" in message \
+                and _SOCKET_OVER_IB.search(message):
+            self.socket_over_ib = ContextLine(file, line, text, message)
         if host and len(self.networks) < 64 and "Using network" in message \
                 and (found := _NETWORK.search(message)):
             self.networks.setdefault(host, (found.group("network"),
@@ -188,6 +200,13 @@ class LogContext:
                                 first[1], second[1])
                     return str(first[0]), str(second[0]), first[1], second[1]
         return None
+
+    def ib_without_verbs(self) -> tuple[ContextLine, ContextLine] | None:
+        """(the libibverbs line, the socket line) when NCCL could not load libibverbs while its
+        socket transport runs over an InfiniBand interface: IB is there, NCCL cannot use it."""
+        if self.verbs_missing is None or self.socket_over_ib is None:
+            return None
+        return self.verbs_missing, self.socket_over_ib
 
     def tests_ranks_alone(self) -> ContextLine | None:
         """The second nccl-tests process announcing itself as rank 0 when every process did:

@@ -9,7 +9,8 @@ finding keeps the generic error's line as where the run failed and ``inferred_fr
 line the cause was read from. Without such a fact, a specific failure or warning elsewhere in
 the log (a missing verbs provider, a refused port) outranks the generic code. Some setups are
 a fault whatever else the log holds (a global rank announced twice, nodes that chose different
-networks, nccl-tests processes that each ran alone): they are findings of their own.
+networks, nccl-tests processes that each ran alone, IB present but libibverbs missing): they
+are findings of their own.
 """
 
 from __future__ import annotations
@@ -43,10 +44,11 @@ DUPLICATE_RANK = "lightning.duplicate_global_rank"
 NETWORKS_DIFFER = "nccl.networks_differ"
 IB_ON_SOME_NODES = "nccl.ib_on_some_nodes"
 TESTS_RANKS_ALONE = "nccltests.ranks_alone"
+IB_WITHOUT_VERBS = "nccl.ib_without_verbs"
 # Inferred signatures named by a rule of their own below, not by matching a context line.
 _BY_RULE = frozenset({VERSIONS_DIFFER, DUPLICATE_RANK, ONE_HOST_SYSTEM_ERROR,
                       SLURM_TASKS_OVER_GPUS, NETWORKS_DIFFER, IB_ON_SOME_NODES,
-                      TESTS_RANKS_ALONE})
+                      TESTS_RANKS_ALONE, IB_WITHOUT_VERBS})
 
 
 def add_inferred(hits: Findings, context: LogContext,
@@ -85,7 +87,8 @@ def _specific_failure(ranked: list[Finding]) -> Finding | None:
 def _setup_faults(context: LogContext) -> list[tuple[Signature, dict[str, Any], ContextLine]]:
     """Faults the setup lines show whether or not the log shows a failure: a global rank
     announced twice, nodes that chose different networks, nccl-tests processes that each ran
-    alone. Each makes the run fail or hang, so it is a finding of its own."""
+    alone, an InfiniBand interface that NCCL can reach only through sockets. Each makes the run
+    fail, hang or crawl, so it is a finding of its own."""
     faults = []
     duplicate = context.duplicate_rank()
     if duplicate is not None:
@@ -98,6 +101,12 @@ def _setup_faults(context: LogContext) -> list[tuple[Signature, dict[str, Any], 
         sig = signature(IB_ON_SOME_NODES if ib_or_socket else NETWORKS_DIFFER)
         facts = {"network1": first, "network2": second, "line1": first_line.line}
         faults.append((sig, facts, second_line))
+    no_verbs = context.ib_without_verbs()
+    if no_verbs is not None:
+        sig = signature(IB_WITHOUT_VERBS)
+        verbs, socket = no_verbs
+        facts = {**(sig.match(socket.message) or {}), "line1": verbs.line}
+        faults.append((sig, facts, socket))
     alone = context.tests_ranks_alone()
     if alone is not None:
         sig = signature(TESTS_RANKS_ALONE)
