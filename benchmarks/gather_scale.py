@@ -12,7 +12,6 @@ per check and the cluster checks), and rendering the table and the JSON document
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
 import time
 

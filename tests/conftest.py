@@ -36,6 +36,15 @@ def _skip_or_fail(reason: str | None) -> None:
     pytest.skip(reason)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _explain_cache(tmp_path_factory):
+    """explain's Hyperscan cache in a folder of the session's, not the user's home (child
+    processes inherit it)."""
+    if "NCCLCHECK_CACHE_DIR" not in os.environ:
+        os.environ["NCCLCHECK_CACHE_DIR"] = str(tmp_path_factory.mktemp("explain-cache"))
+    yield
+
+
 @pytest.fixture
 def netns_cluster():
     """A factory: ``netns_cluster(prefix, subnet, nodes=2, ifname="eth0")`` -> Cluster (entered);

@@ -25,6 +25,36 @@ def test_a_signature_after_the_catch_all_still_claims_its_exception_line():
     assert found is not None and found[0].id == "python.address_in_use"
 
 
+@pytest.mark.parametrize("line", [
+    "ValueError: Only able to place 0 replicas, but 2 replicas were requested.",
+    "AssertionError: world_size (6) must be divisible by tensor_parallel_size (4)",
+    "RuntimeError: Expected all tensors to be on the same device, but found at least two "
+    "devices, cuda:0 and cuda:2!",
+    "lightning.fabric.utilities.exceptions.MisconfigurationException: num_nodes (2) x devices "
+    "(4) does not match the 4 processes the launcher started",
+])
+def test_an_exception_about_the_jobs_ranks_or_devices_is_a_rank_mismatch(tmp_path, line):
+    root = _root(tmp_path, "epoch 0\n" + line + "\n")
+    assert root["id"] == "python.exception_about_ranks", root["id"]
+    assert root["category"] == "rank_mismatch"
+
+
+@pytest.mark.parametrize("line", [
+    "ValueError: batch has 0 samples on rank 1",            # one rank named: user code
+    "NameError: name 'num_processes' is not defined",       # a bug in the script
+    "KeyError: 'gpus'",
+])
+def test_other_exceptions_stay_a_crashed_rank(tmp_path, line):
+    root = _root(tmp_path, line + "\n")
+    assert root["id"] == "python.uncaught_exception" and root["category"] == "rank_crashed"
+
+
+def test_a_known_message_about_devices_keeps_its_own_signature(tmp_path):
+    root = _root(tmp_path, "RuntimeError: CUDA error: all CUDA-capable devices are busy or "
+                           "unavailable\n")
+    assert root["id"] != "python.exception_about_ranks" and root["category"] == "cuda"
+
+
 def test_mpirun_tagged_output_gives_the_rank(tmp_path):
     info = parse_line("[1,3]<stderr>:Horovod has been shut down. This was caused by an "
                       "exception on one of the ranks or an attempt to allreduce")

@@ -311,7 +311,7 @@ def busbw_check(result: SweepResult, rows: list[SizeRow], min_busbw: float | Non
         return warned("bench.busbw",
                       f"{at} is far below the {reference.busbw_gbps:g} GB/s expected of "
                       f"{reference.title}",
-                      cause + f"; or set --min-busbw to the figure this system should reach.",
+                      cause + "; or set --min-busbw to the figure this system should reach.",
                       category, **details)
     return passed("bench.busbw", f"{at}; expected about {reference.busbw_gbps:g} GB/s on "
                   f"{reference.title}", **details)

@@ -229,8 +229,8 @@ def _unresolved(address: str, exc: BaseException) -> StoreUnavailable:
     return StoreUnavailable(
         Category.NAME_RESOLUTION,
         f"MASTER_ADDR={address!r} does not resolve on this host ({exc})",
-        f"Set MASTER_ADDR to a name every node resolves to the rank-0 node (or to its IP "
-        f"address); check /etc/hosts and DNS on this node.", address=address, error=str(exc))
+        "Set MASTER_ADDR to a name every node resolves to the rank-0 node (or to its IP "
+        "address); check /etc/hosts and DNS on this node.", address=address, error=str(exc))
 
 
 def _store_error(address: str, port: int, is_server: bool, timeout: float,

@@ -11,8 +11,8 @@ import re
 import signal as _signal
 import string
 import sys
-from dataclasses import dataclass, field
-from functools import lru_cache
+from dataclasses import dataclass
+from functools import cached_property, lru_cache
 from importlib import resources
 from typing import Any, Mapping
 
@@ -26,6 +26,10 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 CATALOGUE_FILE = "catalogue.toml"
+# Signatures that claim a line only when no other does, in this order: their patterns match
+# any exception line of a kind (one about the job's ranks or devices, then any at all).
+LAST_RESORT = ("python.exception_about_ranks", "python.uncaught_exception")
+CATCH_ALL = LAST_RESORT[-1]
 
 # Text between [[ and ]] is dropped when a fact it names is unknown, so one text reads well
 # with or without the facts of a particular line.
@@ -68,7 +72,12 @@ class Signature:
     settings: tuple[tuple[str, str], ...] = ()
     inferred: bool = False
     explains: tuple[str, ...] = ()
-    compiled: tuple[re.Pattern[str], ...] = field(default=(), repr=False, compare=False)
+
+    @cached_property
+    def compiled(self) -> tuple[re.Pattern[str], ...]:
+        """The patterns, compiled when first needed: a log asks for the few signatures whose
+        literals it holds, so start-up does not pay for all of them."""
+        return tuple(re.compile(p) for p in self.patterns)
 
     @property
     def explanation(self) -> str:
@@ -217,7 +226,6 @@ def _build(entry: dict[str, Any]) -> Signature:
         settings=tuple(sorted(entry.get("settings", {}).items())),
         inferred=bool(entry.get("inferred", False)),
         explains=tuple(entry.get("explains", ())),
-        compiled=tuple(re.compile(p) for p in patterns),
     )
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterable
 
-from ncclcheck.explain.catalogue import Signature, line_signatures
+from ncclcheck.explain.catalogue import LAST_RESORT, Signature, line_signatures
 from ncclcheck.explain.context import LogContext
 from ncclcheck.explain.excerpt import excerpt
 from ncclcheck.explain.fallback import ErrorCues, add_fallback
@@ -30,7 +30,6 @@ _BLOCK_FIELD = re.compile(r"^\s*(?P<key>time|host|rank)\s*:\s*(?P<value>\S+)")
 _FULL_STAMP = re.compile(r"\s*\[?\d{4}-\d\d-\d\d")
 _RANK_FILE = re.compile(r"rank[-_]?(\d+)", re.I)  # one file per rank: rank3.log, rank_3.out
 _HOST_FACTS = ("node", "hostname")
-CATCH_ALL = "python.uncaught_exception"  # the last resort: any uncaught exception
 _RANK_FACTS = ("task",)
 MEMO_SIZE = 4096  # distinct messages whose match is remembered per run
 
@@ -71,7 +70,8 @@ class Matcher:
                 owners.setdefault((lit.text, lit.caseless), []).append(index)
         self._exact = [(text, tuple(o)) for (text, caseless), o in owners.items() if not caseless]
         self._caseless = [(text, tuple(o)) for (text, caseless), o in owners.items() if caseless]
-        self._order = [(sig.id == CATCH_ALL, index) for index, sig in enumerate(self.signatures)]
+        last = {sig_id: place + 1 for place, sig_id in enumerate(LAST_RESORT)}
+        self._order = [(last.get(sig.id, 0), index) for index, sig in enumerate(self.signatures)]
         self._memo: dict[str, tuple[Signature, dict[str, Any]] | None] = {}
 
     def match(self, message: str) -> tuple[Signature, dict[str, Any]] | None:
@@ -91,8 +91,8 @@ class Matcher:
         if self._caseless:
             lowered = message.lower()
             wanted.update(i for text, owners in self._caseless if text in lowered for i in owners)
-        # The catch-all is tried last wherever it sits, so a signature added after it still
-        # claims its exception line.
+        # The last-resort signatures are tried last wherever they sit, so a signature added
+        # after them still claims its exception line.
         for index in sorted(wanted, key=self._order.__getitem__):
             sig = self.signatures[index]
             facts = sig.match(message)
@@ -102,9 +102,10 @@ class Matcher:
 
     def match_continued(self, header: str, message: str) -> tuple[Signature, dict[str, Any]] | None:
         """A message cut over two lines (an exception header and its reason below): matched
-        as one line, unless only the catch-all claims it (the header already said that)."""
+        as one line, unless only a last-resort signature claims it (the header already
+        said that)."""
         matched = self.match(header.rstrip() + " " + message.lstrip())
-        if matched is None or matched[0].id == CATCH_ALL:
+        if matched is None or matched[0].id in LAST_RESORT:
             return None
         return matched
 

@@ -11,7 +11,8 @@ are all such common ones is left out only when nothing that reads candidate line
 - neither the context (context.py) nor the keyword fallback (fallback.py) would keep it;
 - it is ASCII, not very long, and has no full date while the log's year is still unknown;
 - it is not an exception header whose next line could complete a message of another
-  signature than the catch-all (a literal of one in either line, or across the join).
+  signature than the last-resort ones (a literal of one in either line, or across the join;
+  the matcher never joins lines for a last-resort signature).
 
 So what explain reports does not change; only the work for lines that cannot count does.
 What a line says by itself is remembered per verbatim line, as a healthy run repeats itself.
@@ -25,10 +26,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterable, Sequence
 
-from ncclcheck.explain.catalogue import Signature
+from ncclcheck.explain.catalogue import LAST_RESORT, Signature
 from ncclcheck.explain.context import wants as context_wants
-from ncclcheck.explain.engine import CATCH_ALL
 from ncclcheck.explain.fallback import line_weight
+from ncclcheck.explain.hscache import block_database
 from ncclcheck.explain.hsregex import Untranslatable, prefix_run, to_hyperscan
 from ncclcheck.explain.lines import LINE_PREFIXES, parse_line
 from ncclcheck.explain.prefilter import Literal
@@ -72,7 +73,7 @@ class Gate:
                 if lit in place:
                     self._owners.setdefault(place[lit], []).append(sig)
         self._firm_owned = frozenset(i for i, owners in self._owners.items()
-                                     if any(sig.id != CATCH_ALL for sig in owners))
+                                     if any(sig.id not in LAST_RESORT for sig in owners))
         self._expressions: dict[str, list[bytes] | None] = {}
         self._cuts = _cuts(lit for lit, i in place.items() if i in self._firm_owned)
         # Cuts by the last SUFFIX characters before the space (lower-cased; all when shorter).
@@ -210,10 +211,8 @@ class Gate:
             self._hs.HS_FLAG_MULTILINE | (self._hs.HS_FLAG_CASELESS if caseless else 0)
             for _, caseless in spaced]
         expressions += [re.escape(after) + b"[^\\n]*$" for after, _ in spaced]
-        database = self._hs.Database(mode=self._hs.HS_MODE_BLOCK)
         try:
-            database.compile(expressions=expressions, ids=list(range(len(expressions))),
-                             flags=flags)
+            database = block_database(expressions, flags)
         except self._hs.error:
             return None
         return database, len(expressions) - len(spaced)

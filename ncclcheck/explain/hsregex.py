@@ -5,7 +5,8 @@ match, so a line that only holds a common literal ("Error: " in a retry warning)
 decoded and tried in Python (gate.py). The expression is written from the parsed pattern, not
 from its text, and errs on the side of matching: lookarounds and ``$`` are dropped, a ``^``
 allows any run of the launcher / logger prefixes that ``lines.parse_line`` peels off, a
-trailing optional part is cut, and every expression runs on to the end of its line, so a line
+trailing optional part is cut, a long bounded repeat is left unbounded, and every expression
+runs on to the end of its line, so a line
 is reported once, at its newline. It is exact for ASCII text only (a non-ASCII character only
 widens a class); the caller treats non-ASCII and very long lines as matching.
 """
@@ -31,6 +32,7 @@ _CATEGORIES = {
     _c.CATEGORY_WORD: _WORD | _HIGH, _c.CATEGORY_NOT_WORD: (_ASCII - _WORD) | _HIGH,
 }
 TO_LINE_END = b"[^\\n]*$"   # how every expression ends (compiled with HS_FLAG_MULTILINE)
+MAX_BOUNDED_REPEAT = 16     # longer upper bounds are written unbounded
 
 
 class Untranslatable(ValueError):
@@ -89,7 +91,10 @@ def _node(op, arg, caseless: bool, start: bytes) -> bytes:
         return b"(?:" + _sequence(arg[-1], inner, start) + b")"
     if op in (_c.MAX_REPEAT, _c.MIN_REPEAT):
         low, high, body = arg
-        upper = b"" if high is _c.MAXREPEAT else str(high).encode()
+        # A long bounded repeat (.{0,300}) costs Hyperscan much compile time; unbounded, it
+        # only lets more lines pass.
+        unbounded = high is _c.MAXREPEAT or high > MAX_BOUNDED_REPEAT
+        upper = b"" if unbounded else str(high).encode()
         return b"(?:" + _sequence(body, caseless, start) + b"){%d,%s}" % (low, upper)
     if op in (_c.ASSERT, _c.ASSERT_NOT):
         return b""  # a lookaround only narrows a match: without it, more lines pass

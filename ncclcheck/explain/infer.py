@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ncclcheck.explain.catalogue import Signature, inferred_signatures, signature
+from ncclcheck.explain.catalogue import CATCH_ALL, Signature, inferred_signatures, signature
 from ncclcheck.explain.context import ContextLine, LogContext
 from ncclcheck.explain.findings import Finding, Findings, Hit
 from ncclcheck.model import Category
@@ -32,7 +32,6 @@ _GENERIC_TEXT = re.compile(r"nccl(?:System|Internal|Remote)Error|unhandled syste
                            r"internal error|remote process exited")
 # In a signature's ``explains``: NCCL's generic errors (as for a signature without ``explains``).
 GENERIC_ALIAS = "generic"
-CATCH_ALL = "python.uncaught_exception"
 VERSIONS_DIFFER = "nccl.versions_differ"
 ONE_HOST_SYSTEM_ERROR = "nccl.system_error_one_host"
 SLURM_TASKS_OVER_GPUS = "slurm.tasks_exceed_gpus"

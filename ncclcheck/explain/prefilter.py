@@ -101,18 +101,17 @@ class HyperscanIndex:
     def __init__(self, literals: Sequence[Literal], tokens: Sequence[bytes] = ()) -> None:
         import hyperscan
 
+        from ncclcheck.explain.hscache import block_database
+
         unique = sorted(set(literals), key=lambda lit: (lit.text, lit.caseless))
         self.literals: tuple[Literal, ...] = tuple(unique)  # a hit's id is its place here
         # The scanner's tokens ride along, each reported once a block (scan.py asks).
         self.tokens: tuple[bytes, ...] = tuple(tokens)
-        self._db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-        self._db.compile(
-            expressions=[lit.text.encode() for lit in unique] + list(self.tokens),
-            ids=list(range(len(unique) + len(self.tokens))),
-            flags=[hyperscan.HS_FLAG_CASELESS if lit.caseless else 0 for lit in unique]
+        self._db = block_database(
+            [lit.text.encode() for lit in unique] + list(self.tokens),
+            [hyperscan.HS_FLAG_CASELESS if lit.caseless else 0 for lit in unique]
             + [hyperscan.HS_FLAG_SINGLEMATCH] * len(self.tokens),
-            literal=True,
-        )
+            literal=True)
 
     def hits(self, block: bytes,
              tokens_found: list[bytes] | None = None) -> list[tuple[int, int]]:
