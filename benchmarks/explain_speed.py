@@ -1,7 +1,7 @@
 """How fast `ncclcheck explain` reads a big log, against `grep -c -E` on the same file.
 
     python benchmarks/explain_speed.py [--size-mib 64] [--engine all|hyperscan|aho|re] [--keep DIR]
-                                       [--candidates]
+                                       [--candidates] [--cold]
 
 Generates two logs of the given size: a *sparse* one (NCCL INFO init lines, training progress,
 c10d warnings and a handful of real failure lines) and a *dense* one where half the lines carry
@@ -10,6 +10,9 @@ harmless words (``val_error=``, ``TORCH_NCCL_ASYNC_ERROR_HANDLING is deprecated`
 (process start included) with each prefilter engine, and `grep -c -E` with the signatures'
 literals. Prints MB/s, the ratio to grep and each explain process's peak memory; with
 ``--candidates``, also how many lines each engine hands to the matcher (counted in-process).
+Hyperscan's databases are kept on disk between runs (explain/hscache.py): by default one untimed
+run fills that cache first, as any second run on a machine finds it; ``--cold`` turns the cache
+off, so every timed run compiles them.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import tempfile
 import time
 
 from ncclcheck.explain.catalogue import line_signatures
+from ncclcheck.explain.hscache import CACHE_VARIABLE
 from ncclcheck.explain.prefilter import ENGINE_VARIABLE, ENGINES
 
 BLOCK = [
@@ -106,7 +110,7 @@ def candidates(path: str, engine: str) -> tuple[int, int]:
     return handed, gated
 
 
-def measure(path: str, engines: list[str], label: str, count: bool) -> None:
+def measure(path: str, engines: list[str], label: str, count: bool, cold: bool) -> None:
     mb = os.path.getsize(path) / 1e6
     subprocess.run(["cat", path], stdout=subprocess.DEVNULL, check=True)  # warm the cache
     grep_s, grep_cpu, _, grep_out = timed(["grep", "-c", "-E", literals_pattern(), path])
@@ -114,6 +118,10 @@ def measure(path: str, engines: list[str], label: str, count: bool) -> None:
     print(f"  {'grep -c -E':<20} {grep_s:6.2f} s wall {mb / grep_s:6.0f} MB/s")
     for engine in engines:
         env = dict(os.environ, **{ENGINE_VARIABLE: engine})
+        if cold:
+            env[CACHE_VARIABLE] = "off"
+        else:  # fill the database cache, untimed
+            timed([sys.executable, "-m", "ncclcheck", "explain", "--format", "json", path], env)
         wall, cpu, rss, _ = timed([sys.executable, "-m", "ncclcheck", "explain", "--format",
                                    "json", path], env)
         print(f"  {'explain (' + engine + ')':<20} {wall:6.2f} s wall {mb / wall:6.0f} MB/s  "
@@ -131,16 +139,20 @@ def main() -> int:
     parser.add_argument("--keep", help="write the generated logs into this folder and keep them")
     parser.add_argument("--candidates", action="store_true",
                         help="also count the lines each engine hands to the matcher")
+    parser.add_argument("--cold", action="store_true",
+                        help="no database cache: every timed run compiles Hyperscan's databases")
     args = parser.parse_args()
     folder = args.keep or tempfile.mkdtemp(prefix="explain-speed-")
     os.makedirs(folder, exist_ok=True)
     engines = list(ENGINES) if args.engine == "all" else [args.engine]
     print("goal: explain within 5x grep's wall time on both logs, memory flat")
+    print("Hyperscan databases: " + ("compiled by every run (--cold)" if args.cold
+                                     else "from the cache, filled by an untimed run"))
     try:
         for label, dense in (("sparse", False), ("dense", True)):
             path = os.path.join(folder, f"{label}.log")
             generate(path, args.size_mib << 20, dense)
-            measure(path, engines, label, args.candidates)
+            measure(path, engines, label, args.candidates, args.cold)
     finally:
         if not args.keep:
             shutil.rmtree(folder, ignore_errors=True)

@@ -3,8 +3,9 @@
 The literal prefilter (prefilter.py) and the gate's full patterns (gate.py) compile the same
 expressions on every run; together that is a few tenths of a second, longer than reading a
 64 MiB log. A database is stored under the user's cache folder, named by a hash of everything
-it is built from (expressions, flags, mode, Hyperscan's version, the machine), so a changed
-catalogue or another Hyperscan simply builds and stores a new one. Reading or writing the
+it is built from (expressions, flags, mode, Hyperscan's version, the machine and its CPU
+features, as a home folder may be shared by nodes of different CPUs), so a changed catalogue or
+another Hyperscan simply builds and stores a new one. Reading or writing the
 cache never fails a run: any problem means compiling as before. ``NCCLCHECK_CACHE_DIR`` moves
 the folder; set to ``off`` (or empty) it turns the cache off.
 """
@@ -43,7 +44,7 @@ def block_database(expressions: Sequence[bytes], flags: Sequence[int],
     if folder is not None:
         key = hashlib.sha256(repr((list(expressions), list(flags), literal,
                                    getattr(hyperscan, "__version__", "?"), platform.machine(),
-                                   platform.system())).encode()).hexdigest()[:32]
+                                   platform.system(), _cpu_features())).encode()).hexdigest()[:32]
         path = folder / f"{PREFIX}{key}.db"
         loaded = _load(hyperscan, path)
         if loaded is not None:
@@ -56,6 +57,18 @@ def block_database(expressions: Sequence[bytes], flags: Sequence[int],
     return database
 
 
+def _cpu_features() -> str:
+    """The CPU's feature flags (Linux), which Hyperscan compiles for."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as info:
+            for line in info:
+                if line.startswith(("flags", "Features")):
+                    return line.split(":", 1)[-1].strip()
+    except OSError:
+        pass
+    return ""
+
+
 def _load(hyperscan: Any, path: Path) -> Any:
     try:
         data = path.read_bytes()
@@ -63,7 +76,7 @@ def _load(hyperscan: Any, path: Path) -> Any:
         return None
     try:
         database = hyperscan.loadb(data, mode=hyperscan.HS_MODE_BLOCK)
-        database.scratch = hyperscan.Scratch(database)
+        database.scratch = hyperscan.Scratch(database)  # fails for another CPU's database
     except (hyperscan.error, ValueError, TypeError):
         return None  # a truncated or foreign file: compile instead
     return database
