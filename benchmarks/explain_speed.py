@@ -116,14 +116,14 @@ def measure(path: str, engines: list[str], label: str, count: bool, cold: bool) 
     grep_s, grep_cpu, _, grep_out = timed(["grep", "-c", "-E", literals_pattern(), path])
     print(f"\n{label} log: {mb:.0f} MB, {grep_out.decode().strip()} lines hold a literal")
     print(f"  {'grep -c -E':<20} {grep_s:6.2f} s wall {mb / grep_s:6.0f} MB/s")
+    argv = [sys.executable, "-m", "ncclcheck", "explain", "--format", "json", path]
     for engine in engines:
         env = dict(os.environ, **{ENGINE_VARIABLE: engine})
         if cold:
             env[CACHE_VARIABLE] = "off"
         else:  # fill the database cache, untimed
-            timed([sys.executable, "-m", "ncclcheck", "explain", "--format", "json", path], env)
-        wall, cpu, rss, _ = timed([sys.executable, "-m", "ncclcheck", "explain", "--format",
-                                   "json", path], env)
+            timed(argv, env)
+        wall, cpu, rss, _ = timed(argv, env)
         print(f"  {'explain (' + engine + ')':<20} {wall:6.2f} s wall {mb / wall:6.0f} MB/s  "
               f"{wall / grep_s:5.1f}x grep wall, {cpu / grep_cpu:5.1f}x grep CPU, "
               f"peak RSS {rss / 1024:4.0f} MiB")

@@ -92,7 +92,8 @@ class LogContext:
     slurm_gpus: int | None = None                       # ... and its GPUs per node
     networks: dict[str, tuple[str, ContextLine]] = field(default_factory=dict)  # host -> choice
     plugins: dict[str, tuple[bool, ContextLine]] = field(default_factory=dict)  # host -> loaded?
-    tests_ranks: dict[tuple[str, str], list[tuple[int, ContextLine]]] = field(default_factory=dict)
+    # nccl-tests processes (host, pid) -> their "Rank 0" line (None: announced other ranks only)
+    tests_rank0: dict[tuple[str, str], ContextLine | None] = field(default_factory=dict)
     mpi_launch: bool = False
     verbs_missing: ContextLine | None = None   # NCCL could not load libibverbs
     socket_over_ib: ContextLine | None = None  # NCCL's socket transport uses an IPoIB interface
@@ -127,11 +128,11 @@ class LogContext:
                 if kept is None or (loaded and not kept[0]):  # a later load wins over a miss
                     self.plugins[host] = (loaded, ContextLine(file, line, text, message))
         if "Pid" in message and (found := _TESTS_RANK.search(message)) \
-                and self._remembered < MAX_PER_RANK_LINES:
-            self._remembered += 1
+                and len(self.tests_rank0) < MAX_PER_RANK_LINES:
             process = (found.group("host"), found.group("pid"))
-            self.tests_ranks.setdefault(process, []).append(
-                (int(found.group("rank")), ContextLine(file, line, text, message)))
+            if self.tests_rank0.get(process) is None:
+                self.tests_rank0[process] = (ContextLine(file, line, text, message)
+                                             if found.group("rank") == "0" else None)
         if "NCCL version" in message and (found := _VERSION.search(message)):
             if len(self.versions) < 64:
                 self.versions.setdefault(found.group("version"),
@@ -190,15 +191,11 @@ class LogContext:
         """Two nodes whose NCCL chose different networks ("Using network IB" on one, "Socket"
         on another) or of which only one loaded a net plugin: (first choice, second choice,
         their lines), in reading order."""
-        for kept, name in ((self.networks, None), (self.plugins, "plugin")):
+        for kept, name in ((self.networks, str), (self.plugins, _plugin_name)):
             choices = sorted(kept.values(), key=lambda c: (c[1].file, c[1].line))
             for choice, where in choices[1:]:
                 if choice != choices[0][0]:
-                    first, second = choices[0], (choice, where)
-                    if name:
-                        return (_plugin_name(first[0]), _plugin_name(second[0]),
-                                first[1], second[1])
-                    return str(first[0]), str(second[0]), first[1], second[1]
+                    return name(choices[0][0]), name(choice), choices[0][1], where
         return None
 
     def ib_without_verbs(self) -> tuple[ContextLine, ContextLine] | None:
@@ -213,15 +210,12 @@ class LogContext:
         each ran alone (a test binary built without MPI support) instead of as one job. Two
         processes on one host count only under an MPI or Slurm launch (else they may be two
         runs of the same test)."""
-        if len(self.tests_ranks) < 2:
+        if len(self.tests_rank0) < 2 or None in self.tests_rank0.values():
             return None
-        if not all(any(rank == 0 for rank, _ in ranks) for ranks in self.tests_ranks.values()):
+        if len({host for host, _ in self.tests_rank0}) < 2 and not self.mpi_launch:
             return None
-        hosts = {host for host, _ in self.tests_ranks}
-        if len(hosts) < 2 and not self.mpi_launch:
-            return None
-        zeros = sorted((where for ranks in self.tests_ranks.values() for rank, where in ranks
-                        if rank == 0), key=lambda c: (c.file, c.line))
+        zeros = sorted((c for c in self.tests_rank0.values() if c is not None),
+                       key=lambda c: (c.file, c.line))
         return zeros[1]
 
 

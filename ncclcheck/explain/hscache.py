@@ -16,6 +16,7 @@ import hashlib
 import os
 import platform
 import tempfile
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -57,6 +58,7 @@ def block_database(expressions: Sequence[bytes], flags: Sequence[int],
     return database
 
 
+@lru_cache(maxsize=1)
 def _cpu_features() -> str:
     """The CPU's feature flags (Linux), which Hyperscan compiles for."""
     try:

@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Iterator, Protocol, Sequence
 
+from ncclcheck.explain.hscache import block_database
+
 ENGINE_VARIABLE = "NCCLCHECK_EXPLAIN_ENGINE"
 ENGINES = ("hyperscan", "aho", "re")
 
@@ -100,8 +102,6 @@ class HyperscanIndex:
 
     def __init__(self, literals: Sequence[Literal], tokens: Sequence[bytes] = ()) -> None:
         import hyperscan
-
-        from ncclcheck.explain.hscache import block_database
 
         unique = sorted(set(literals), key=lambda lit: (lit.text, lit.caseless))
         self.literals: tuple[Literal, ...] = tuple(unique)  # a hit's id is its place here
