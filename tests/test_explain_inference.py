@@ -74,7 +74,8 @@ def test_inferred_signatures_are_kept_out_of_line_matching():
                                                         "nccl.networks_differ",
                                                         "nccl.ib_on_some_nodes",
                                                         "nccltests.ranks_alone",
-                                                        "nccl.ib_without_verbs"}
+                                                        "nccl.ib_without_verbs",
+                                                        "lightning.local_ranks_repeat"}
     assert {s.id for s in inferred_signatures()
             if s.explains and "generic" not in s.explains} == set(EXPLAINED)
     assert not inferred & {s.id for s in line_signatures()}
@@ -349,6 +350,39 @@ def test_nccl_tests_processes_that_each_ran_alone(tmp_path, lines):
      _tests_rank(2, 12, "node2"), _tests_rank(3, 13, "node2")],
 ], ids=["one job", "one process run twice", "one job on two nodes"])
 def test_nccl_tests_processes_of_one_job_are_no_fault(tmp_path, lines):
+    assert _explain(tmp_path, lines) == []
+
+
+def _lightning_ranks(local_ranks: list[int], devices: str = "0,1") -> list[str]:
+    """Lightning's two start-up lines per process (written: these need GPUs to print)."""
+    world = len(local_ranks)
+    lines = []
+    for rank, local in enumerate(local_ranks):
+        lines += [f"LOCAL_RANK: {local} - CUDA_VISIBLE_DEVICES: [{devices}]",
+                  f"Initializing distributed: GLOBAL_RANK: {rank}, MEMBER: {rank + 1}/{world}"]
+    return lines
+
+
+@pytest.mark.parametrize("nodes_line", ["#SBATCH --nodes=2", "#SBATCH -N 2",
+                                        "trainer = Trainer(gpus=2, accelerator='ddp', num_nodes=2)",
+                                        "torchrun --nnodes=2 --nproc-per-node=2 train.py"])
+def test_processes_of_a_node_sharing_a_local_rank(tmp_path, nodes_line):
+    lines = [nodes_line] + _lightning_ranks([0, 0, 0, 0])
+    root = _explain(tmp_path, lines)[0]
+    assert root["id"] == "lightning.local_ranks_repeat" and root["category"] == "rank_mismatch"
+    assert root["line"] == 4  # the second process announcing local rank 0
+    assert root["facts"]["per_node"] == 2 and root["facts"]["used"] == 1
+    assert "{" not in root["explanation"] + root["fix"]
+
+
+@pytest.mark.parametrize("lines", [
+    ["#SBATCH --nodes=2"] + _lightning_ranks([0, 1, 0, 1]),
+    ["#SBATCH --nodes=4"] + _lightning_ranks([0, 0, 0, 0]),  # one process per node
+    _lightning_ranks([0, 0, 0, 0]),                          # the node count is not known
+    ["#SBATCH --nodes=2", "LOCAL_RANK: 0 - CUDA_VISIBLE_DEVICES: [0,1]"]  # only rank 0 printed
+    + [f"Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {r + 1}/4" for r in range(4)],
+], ids=["two per node", "one per node", "nodes unknown", "one device line"])
+def test_local_ranks_that_cover_each_node_are_no_fault(tmp_path, lines):
     assert _explain(tmp_path, lines) == []
 
 

@@ -22,7 +22,7 @@ CONTEXT_TOKENS = (b"set by environment to", b"torchrun", b"torch.distributed.lau
                   b"NCCL_IB_DISABLE=", b"NCCL_NET=", b"failed to connect to", b"#SBATCH",
                   b"--ntasks-per-node", b"--gres", b"--gpus-per-node", b" Pid ",
                   b"--gpus-per-task", b"--ntasks-per-gpu", b"--gpu-bind",
-                  b"errno: 97")
+                  b"errno: 97", b"LOCAL_RANK: ", b"num_nodes")
 _KEEP = re.compile(r"set by environment to|NCCL_[A-Z_]+=|--n(?:nodes|proc)|--node[_-]rank|"
                    r"Bootstrap ?: Using|NET/Socket ?: Using|NET/OFI|NET/Plugin|"
                    r"failed to connect to \[|errno: 97\b|transport/nvls\.cc:|"
@@ -52,12 +52,18 @@ _BETWEEN_NODES = re.compile(r" via NET/|--nnodes[= ](?:\d+:)?(?:[2-9]|\d{2,})\b|
                             r"-(?:H|-host) [\w.\-]+(?::\d+)?,[\w.\-]+")
 _BANNER = re.compile(r"(?:Initializing distributed|initializing ddp): GLOBAL_RANK: (?P<rank>\d+),"
                      r" MEMBER: \d+/(?P<world_size>\d+)")
+# Lightning's device line, printed by every rank: "LOCAL_RANK: 1 - CUDA_VISIBLE_DEVICES: [0,1]".
+_LOCAL_RANK = re.compile(r"\bLOCAL_RANK: (?P<local_rank>\d+) ?- ?CUDA_VISIBLE_DEVICES: \[(?P<devices>[^\]]*)\]")
+# The job's node count as the request or the Trainer states it.
+_NODES = re.compile(r"#SBATCH\s+(?:--nodes[= ]|-N ?)(?P<sbatch>\d+)\b|\bnum_nodes ?= ?(?P<trainer>\d+)\b|"
+                    r"--nnodes[= ](?P<nnodes>\d+)\b")
 
 
 def wants(message: str) -> bool:
     """Whether LogContext.feed takes anything from ``message`` (a version, a rank banner, a
     setting or launch line, a sign of several nodes, a Slurm request)."""
-    return ("NCCL version" in message or "GLOBAL_RANK" in message
+    return ("NCCL version" in message or "GLOBAL_RANK" in message or "LOCAL_RANK: " in message
+            or "num_nodes" in message
             or bool(_KEEP.search(message) or _BETWEEN_NODES.search(message)
                     or _SLURM_LINE.search(message) or _NETWORK.search(message)
                     or _PLUGIN_LOADED.search(message) or _PLUGIN_ABSENT.search(message)
@@ -97,6 +103,8 @@ class LogContext:
     mpi_launch: bool = False
     verbs_missing: ContextLine | None = None   # NCCL could not load libibverbs
     socket_over_ib: ContextLine | None = None  # NCCL's socket transport uses an IPoIB interface
+    local_ranks: list[tuple[int, ContextLine]] = field(default_factory=list)  # Lightning's lines
+    nodes: int | None = None                   # the node count the request or Trainer states
     _remembered: int = 0
 
     def feed(self, file: str, line: int, text: str, message: str,
@@ -133,6 +141,12 @@ class LogContext:
             if self.tests_rank0.get(process) is None:
                 self.tests_rank0[process] = (ContextLine(file, line, text, message)
                                              if found.group("rank") == "0" else None)
+        if self.nodes is None and (found := _NODES.search(message)):
+            self.nodes = int(next(n for n in found.groups() if n is not None))
+        if "LOCAL_RANK: " in message and len(self.local_ranks) < MAX_PER_RANK_LINES \
+                and (found := _LOCAL_RANK.search(message)):
+            self.local_ranks.append((int(found.group("local_rank")),
+                                     ContextLine(file, line, text, message)))
         if "NCCL version" in message and (found := _VERSION.search(message)):
             if len(self.versions) < 64:
                 self.versions.setdefault(found.group("version"),
@@ -160,6 +174,27 @@ class LogContext:
         if not twice or len(self.banners) >= world_size:
             return None
         return min(twice, key=lambda c: (c.file, c.line))
+
+    def local_ranks_repeat(self) -> tuple[int, int, ContextLine] | None:
+        """(ranks per node, the local ranks used, the repeated line) when Lightning's ranks,
+        all announced, shared out fewer local ranks than each node runs processes: world size W
+        over N nodes (N < W) needs local ranks 0..W/N-1 on each node, so with fewer, two
+        processes on a node take the same GPU (or ask for one the node does not have)."""
+        if len(self.world_sizes) != 1 or self.nodes is None or self.nodes < 1:
+            return None
+        world_size = next(iter(self.world_sizes))
+        if world_size <= self.nodes or world_size % self.nodes or len(self.local_ranks) < world_size:
+            return None
+        per_node = world_size // self.nodes
+        used = {local for local, _ in self.local_ranks}
+        if len(used) >= per_node:
+            return None
+        seen: set[int] = set()
+        for local, where in self.local_ranks:
+            if local in seen:
+                return per_node, len(used), where
+            seen.add(local)
+        return None
 
     def _slurm(self, where: ContextLine) -> None:
         if self.slurm_tasks is None and (found := _SLURM_TASKS.search(where.message)):

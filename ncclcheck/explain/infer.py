@@ -44,10 +44,11 @@ NETWORKS_DIFFER = "nccl.networks_differ"
 IB_ON_SOME_NODES = "nccl.ib_on_some_nodes"
 TESTS_RANKS_ALONE = "nccltests.ranks_alone"
 IB_WITHOUT_VERBS = "nccl.ib_without_verbs"
+LOCAL_RANKS_REPEAT = "lightning.local_ranks_repeat"
 # Inferred signatures named by a rule of their own below, not by matching a context line.
 _BY_RULE = frozenset({VERSIONS_DIFFER, DUPLICATE_RANK, ONE_HOST_SYSTEM_ERROR,
                       SLURM_TASKS_OVER_GPUS, NETWORKS_DIFFER, IB_ON_SOME_NODES,
-                      TESTS_RANKS_ALONE, IB_WITHOUT_VERBS})
+                      TESTS_RANKS_ALONE, IB_WITHOUT_VERBS, LOCAL_RANKS_REPEAT})
 
 
 def add_inferred(hits: Findings, context: LogContext,
@@ -85,8 +86,9 @@ def _specific_failure(ranked: list[Finding]) -> Finding | None:
 
 def _setup_faults(context: LogContext) -> list[tuple[Signature, dict[str, Any], ContextLine]]:
     """Faults the setup lines show whether or not the log shows a failure: a global rank
-    announced twice, nodes that chose different networks, nccl-tests processes that each ran
-    alone, an InfiniBand interface that NCCL can reach only through sockets. Each makes the run
+    announced twice, processes of a node sharing a local rank, nodes that chose different
+    networks, nccl-tests processes that each ran alone, an InfiniBand interface that NCCL can
+    reach only through sockets. Each makes the run
     fail, hang or crawl, so it is a finding of its own."""
     faults = []
     duplicate = context.duplicate_rank()
@@ -106,6 +108,12 @@ def _setup_faults(context: LogContext) -> list[tuple[Signature, dict[str, Any], 
         verbs, socket = no_verbs
         facts = {**(sig.match(socket.message) or {}), "line1": verbs.line}
         faults.append((sig, facts, socket))
+    repeated = context.local_ranks_repeat()
+    if repeated is not None:
+        sig = signature(LOCAL_RANKS_REPEAT)
+        per_node, used, where = repeated
+        facts = {**(sig.match(where.message) or {}), "per_node": per_node, "used": used}
+        faults.append((sig, facts, where))
     alone = context.tests_ranks_alone()
     if alone is not None:
         sig = signature(TESTS_RANKS_ALONE)
