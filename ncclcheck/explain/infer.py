@@ -25,7 +25,8 @@ from ncclcheck.model import Category
 
 # NCCL's generic results, whichever way the log shows them.
 GENERIC_IDS = frozenset({"nccl.unhandled_system_error", "nccl.internal_error",
-                         "nccl.internal_error_code", "nccl.remote_error", "nccl.syscall_failed"})
+                         "nccl.internal_error_code", "nccl.remote_error", "nccl.syscall_failed",
+                         "nccl.error_trace"})
 # Categories that say what happened rather than why: no better than a generic error code.
 _UNSPECIFIC = frozenset({Category.OTHER, Category.RANK_CRASHED, Category.TIMEOUT})
 _GENERIC_TEXT = re.compile(r"nccl(?:System|Internal|Remote)Error|unhandled system error|"
