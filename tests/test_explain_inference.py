@@ -83,7 +83,11 @@ def test_inferred_signatures_are_kept_out_of_line_matching():
         assert "(inferred)" in sig.title and sig.example
 
 
-@pytest.mark.parametrize("sig_id", sorted(CONTEXT))
+# Context lines that are NCCL's error trace ("file.cc:330 -> 1"): a failure of their own.
+TRACES = {"nccl.nvls_setup_failed"}
+
+
+@pytest.mark.parametrize("sig_id", sorted(set(CONTEXT) - TRACES))
 @pytest.mark.parametrize("generic", GENERIC, ids=lambda g: g[:24])
 def test_a_generic_error_is_explained_by_its_context(tmp_path, sig_id, generic):
     lines = CONTEXT[sig_id] + ["epoch 0 step 10", generic]
@@ -99,9 +103,32 @@ def test_a_generic_error_is_explained_by_its_context(tmp_path, sig_id, generic):
     assert any(f["id"] != sig_id and not f["root_cause"] for f in findings)
 
 
-@pytest.mark.parametrize("sig_id", sorted(CONTEXT))
+@pytest.mark.parametrize("sig_id", sorted(set(CONTEXT) - TRACES))
 def test_context_alone_is_not_a_finding(tmp_path, sig_id):
     assert _explain(tmp_path, CONTEXT[sig_id] + ["epoch 0 step 10 loss 0.1"]) == []
+
+
+@pytest.mark.parametrize("sig_id", sorted(TRACES))
+def test_an_error_trace_alone_is_a_failure_its_place_explains(tmp_path, sig_id):
+    findings = _explain(tmp_path, CONTEXT[sig_id] + ["epoch 0 step 10 loss 0.1"])
+    root = findings[0]
+    assert root["id"] == sig_id and root["inferred_from"]["line"] == 1
+    assert [f["id"] for f in findings[1:]] == ["nccl.error_trace"]
+
+
+def test_an_error_trace_without_a_warning_is_a_generic_failure(tmp_path):
+    """NCCL's trace lines (an error travelling up its calls) with no WARN line: a generic
+    failure that the context explains; the trace alone names no cause."""
+    trace = ["node1:16674:17023 [0] NCCL INFO graph/search.cc:733 -> 2",
+             "node1:16674:17023 [0] NCCL INFO graph/search.cc:740 -> 2"]
+    root = _explain(tmp_path, trace)[0]
+    assert root["id"] == "nccl.error_trace" and root["facts"]["code"] == 2
+    graph = ["node1:16674:17023 [0] NCCL INFO NCCL_GRAPH_FILE set by environment to /opt/graph.xml"]
+    assert _explain(tmp_path, graph + trace)[0]["id"] == "nccl.graph_file_set"
+    # a ring's arrows and a tree's are not traces
+    healthy = ["node1:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC",
+               "node1:1:1 [0] NCCL INFO Trees [0] 1/-1/-1->0->-1 [1] 1/-1/-1->0->-1"]
+    assert _explain(tmp_path, healthy) == []
 
 
 def test_a_specific_error_is_not_replaced_by_an_inference(tmp_path):
