@@ -25,6 +25,7 @@ CONTEXT = {
                              "node2:12:12 [0] NCCL INFO NCCL version 2.21.5+cuda12.4"],
     "nccl.ifname_virtual": ["mpirun -np 16 -x NCCL_SOCKET_IFNAME=lo -x NCCL_DEBUG=INFO ./train"],
     "nccl.bootstrap_virtual_interface": ["node1:11:11 [0] NCCL INFO Bootstrap : Using docker0:172.17.0.1<0>"],
+    "nccl.container_bridge_address": ["node1:11:11 [0] NCCL INFO Bootstrap : Using eth0:172.17.0.3<0>"],
     "nccl.graph_file_set": ["node1:11:11 [0] NCCL INFO NCCL_TOPO_FILE set by environment to /etc/topo.xml"],
     "nccl.ofi_plugin_in_use": ["node1:11:11 [0] NCCL INFO NET/OFI Using aws-ofi-nccl 1.7.4"],
     "nccl.ifname_set": ["export NCCL_SOCKET_IFNAME=ens9f0"],

@@ -55,7 +55,7 @@ WORDINGS = [
      "access is not supported between these two devices", "nccl.cuda_ipc_failed"),
     # CUDA failures that name a build or fabric problem, not a generic CUDA error
     ("node1:33:40 [0] init.cc:1200 NCCL WARN Cuda failure 802 'system not yet initialized'",
-     "host.fabric_manager_failed"),
+     "cuda.system_not_ready"),
     ("node1:33:40 [0] enqueue.cc:215 NCCL WARN Cuda failure 209 'no kernel image is available "
      "for execution on the device'", "cuda.no_kernel_image"),
     ("node1:33:40 [0] enqueue.cc:215 NCCL WARN Cuda failure 'invalid device function'",
