@@ -57,6 +57,10 @@ EXPLAINED = {
         "CUDA_VISIBLE_DEVICES=0,1 torchrun --nnodes=1 --nproc_per_node=4 train.py",
         "RuntimeError: CUDA error: invalid device ordinal",
         "CUDA_VISIBLE_DEVICES=0,1,2,3 torchrun --nnodes=1 --nproc_per_node=4 train.py"),
+    "torch.expandable_segments_ipc": (
+        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+        "Failed: Cuda error /workspace/csrc/custom_all_reduce.cuh:455 'invalid argument'",
+        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False"),
 }
 
 

@@ -22,11 +22,11 @@ CONTEXT_TOKENS = (b"set by environment to", b"torchrun", b"torch.distributed.lau
                   b"NCCL_IB_DISABLE=", b"NCCL_NET=", b"failed to connect to", b"#SBATCH",
                   b"--ntasks-per-node", b"--gres", b"--gpus-per-node", b" Pid ",
                   b"--gpus-per-task", b"--ntasks-per-gpu", b"--gpu-bind",
-                  b"errno: 97", b"LOCAL_RANK: ", b"num_nodes")
+                  b"errno: 97", b"LOCAL_RANK: ", b"num_nodes", b"expandable_segments:")
 _KEEP = re.compile(r"set by environment to|NCCL_[A-Z_]+=|--n(?:nodes|proc)|--node[_-]rank|"
                    r"Bootstrap ?: Using|NET/Socket ?: Using|NET/OFI|NET/Plugin|"
                    r"failed to connect to \[|errno: 97\b|transport/nvls\.cc:|"
-                   r"--(?:gpus-per-task|ntasks-per-gpu|gpu-bind)\b")
+                   r"--(?:gpus-per-task|ntasks-per-gpu|gpu-bind)\b|expandable_segments:\s*True")
 # The network each node's NCCL chose ("Using network IB"), and whether it loaded a net plugin.
 _NETWORK = re.compile(r"\bUsing network (?P<network>\w[\w/ .\-]*?)\s*$")
 _PLUGIN_LOADED = re.compile(r"NET/Plugin ?: ?Loaded (?:net )?plugin|Plugin Path ?: ?\S*libnccl-net|"
