@@ -411,9 +411,10 @@ def test_processes_of_a_node_sharing_a_local_rank(tmp_path, nodes_line):
     ["#SBATCH --nodes=2"] + _lightning_ranks([0, 1, 0, 1]),
     ["#SBATCH --nodes=4"] + _lightning_ranks([0, 0, 0, 0]),  # one process per node
     _lightning_ranks([0, 0, 0, 0]),                          # the node count is not known
+    ["torchrun --nnodes=1:2 --nproc-per-node=1 train.py"] + _lightning_ranks([0, 0]),  # elastic
     ["#SBATCH --nodes=2", "LOCAL_RANK: 0 - CUDA_VISIBLE_DEVICES: [0,1]"]  # only rank 0 printed
     + [f"Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {r + 1}/4" for r in range(4)],
-], ids=["two per node", "one per node", "nodes unknown", "one device line"])
+], ids=["two per node", "one per node", "nodes unknown", "elastic range", "one device line"])
 def test_local_ranks_that_cover_each_node_are_no_fault(tmp_path, lines):
     assert _explain(tmp_path, lines) == []
 

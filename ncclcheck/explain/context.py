@@ -56,7 +56,7 @@ _BANNER = re.compile(r"(?:Initializing distributed|initializing ddp): GLOBAL_RAN
 _LOCAL_RANK = re.compile(r"\bLOCAL_RANK: (?P<local_rank>\d+) ?- ?CUDA_VISIBLE_DEVICES: \[(?P<devices>[^\]]*)\]")
 # The job's node count as the request or the Trainer states it.
 _NODES = re.compile(r"#SBATCH\s+(?:--nodes[= ]|-N ?)(?P<sbatch>\d+)\b|\bnum_nodes ?= ?(?P<trainer>\d+)\b|"
-                    r"--nnodes[= ](?P<nnodes>\d+)\b")
+                    r"--nnodes[= ](?P<nnodes>\d+)\b(?!:)")  # not an elastic range (1:4)
 
 
 def wants(message: str) -> bool:

@@ -89,8 +89,8 @@ def _setup_faults(context: LogContext) -> list[tuple[Signature, dict[str, Any], 
     """Faults the setup lines show whether or not the log shows a failure: a global rank
     announced twice, processes of a node sharing a local rank, nodes that chose different
     networks, nccl-tests processes that each ran alone, an InfiniBand interface that NCCL can
-    reach only through sockets. Each makes the run
-    fail, hang or crawl, so it is a finding of its own."""
+    reach only through sockets. Each makes the run fail, hang or crawl, so it is a finding of
+    its own."""
     faults = []
     duplicate = context.duplicate_rank()
     if duplicate is not None:
