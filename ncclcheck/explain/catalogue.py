@@ -48,8 +48,9 @@ class Signature:
     ``consequence`` marks failures that usually follow another one (a peer closing its socket
     because it crashed, a timeout after a rank died); they are never chosen as the root cause
     while a primary failure is in view; ``warning`` marks messages after which the library
-    carries on. ``settings`` names facts taken from ``NCCL_X set by environment to V`` lines
-    of the same log when the matched line does not carry them. ``priority`` (0-100) orders
+    carries on; ``broad`` marks patterns that read a message in any context and so claim a
+    line only when no other signature does. ``settings`` names facts taken from ``NCCL_X set
+    by environment to V`` lines of the same log when the matched line does not carry them. ``priority`` (0-100) orders
     primary failures when log lines carry no comparable timestamps. ``inferred`` signatures
     are never matched line by line: their patterns read a context line (a setting, a launch
     command, an INFO line) that names the likely cause when NCCL gave only a generic error,
@@ -67,6 +68,7 @@ class Signature:
     example: str
     consequence: bool = False
     warning: bool = False
+    broad: bool = False
     priority: int = 50
     requires: tuple[str, ...] = ()
     settings: tuple[tuple[str, str], ...] = ()
@@ -221,6 +223,7 @@ def _build(entry: dict[str, Any]) -> Signature:
         example=entry["example"],
         consequence=bool(entry.get("consequence", False)),
         warning=bool(entry.get("warning", False)),
+        broad=bool(entry.get("broad", False)),
         priority=int(entry.get("priority", 50)),
         requires=tuple(entry.get("requires", ())),
         settings=tuple(sorted(entry.get("settings", {}).items())),

@@ -70,8 +70,10 @@ class Matcher:
                 owners.setdefault((lit.text, lit.caseless), []).append(index)
         self._exact = [(text, tuple(o)) for (text, caseless), o in owners.items() if not caseless]
         self._caseless = [(text, tuple(o)) for (text, caseless), o in owners.items() if caseless]
-        last = {sig_id: place + 1 for place, sig_id in enumerate(LAST_RESORT)}
-        self._order = [(last.get(sig.id, 0), index) for index, sig in enumerate(self.signatures)]
+        # Tried in this order: specific signatures, broad ones, then the last resorts.
+        last = {sig_id: place + 2 for place, sig_id in enumerate(LAST_RESORT)}
+        self._order = [(last.get(sig.id, int(sig.broad)), index)
+                       for index, sig in enumerate(self.signatures)]
         self._memo: dict[str, tuple[Signature, dict[str, Any]] | None] = {}
 
     def match(self, message: str) -> tuple[Signature, dict[str, Any]] | None:
@@ -91,8 +93,8 @@ class Matcher:
         if self._caseless:
             lowered = message.lower()
             wanted.update(i for text, owners in self._caseless if text in lowered for i in owners)
-        # The last-resort signatures are tried last wherever they sit, so a signature added
-        # after them still claims its exception line.
+        # Broad and last-resort signatures are tried last wherever they sit, so a signature
+        # added after them still claims its line.
         for index in sorted(wanted, key=self._order.__getitem__):
             sig = self.signatures[index]
             facts = sig.match(message)
