@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from ncclcheck.explain.engine import Matcher, explain
-from ncclcheck.explain.catalogue import all_signatures
+from ncclcheck.explain.engine import explain
+from ncclcheck.explain.matcher import Matcher
+from ncclcheck.explain.catalogue import all_signatures, signature
 from ncclcheck.explain.lines import parse_line
 
 
@@ -17,12 +18,12 @@ def _root(tmp_path, text: str) -> dict | None:
     return findings[0] if findings else None
 
 
-def test_a_signature_after_the_catch_all_still_claims_its_exception_line():
-    order = [s.id for s in all_signatures()]
-    # Written after the catch-all in the catalogue on purpose.
-    assert order.index("python.address_in_use") > order.index("python.uncaught_exception")
-    found = Matcher(all_signatures()).match("RuntimeError: Address already in use")
-    assert found is not None and found[0].id == "python.address_in_use"
+def test_a_specific_signature_claims_its_exception_line_wherever_the_catch_all_sits():
+    specific = signature("python.address_in_use")
+    rest = [s for s in all_signatures() if s.id != specific.id]
+    for order in ([specific, *rest], [*rest, specific]):
+        found = Matcher(order).match("RuntimeError: Address already in use")
+        assert found is not None and found[0].id == "python.address_in_use"
 
 
 @pytest.mark.parametrize("line", [

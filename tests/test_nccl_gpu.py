@@ -7,10 +7,11 @@ from __future__ import annotations
 import pytest
 
 from ncclcheck.model import Status
-from ncclcheck.ncclib.gpu import (arch_supported, driver_supports, driver_version_tuple,
-                                  gpu_checks, judge_visible_devices, torch_build_without_cuda)
+from ncclcheck.ncclib.gpu import (arch_supported, driver_supports, gpu_checks,
+                                  judge_visible_devices, torch_build_without_cuda)
 from ncclcheck.probes.nccl import check_bootstrap
 from ncclcheck.ncclib.loader import BootstrapChoice, LibraryAnswer
+from ncclcheck.ncclib.version import cuda_version_tuple
 
 ARCHS_CU121 = ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"]
 
@@ -31,7 +32,7 @@ def test_visible_devices_stops_at_invalid_entry():
 
 
 def test_driver_against_cuda_build():
-    assert driver_version_tuple(12040) == (12, 4)
+    assert cuda_version_tuple(12040) == (12, 4)
     assert driver_supports("12.1", 12040) and driver_supports("11.8", 12020)
     assert not driver_supports("12.4", 11080)
 

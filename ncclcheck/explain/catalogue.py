@@ -1,8 +1,14 @@
-"""The failure catalogue: every known failure signature, loaded from ``catalogue.toml``.
+"""The failure catalogue: every known failure signature, loaded from ``signatures/*.toml``.
 
 One signature is one failure with one text. The log explainer matches its patterns against log
 lines; probes call ``signature(id).render(facts)`` so a problem found before a run reads the
 same as the same problem found in a failed run's log.
+
+The catalogue is one TOML file per family (NCCL's setup, network and devices; torch; CUDA and
+the host; launchers; frameworks; Python). Neither the file an entry sits in nor its place there
+decides anything: which signature claims a line that several match, and which finding becomes
+the root cause, come from declared fields only (``claim_level``, ``refines``, ``priority``;
+see matcher.py and findings.py), so the entries can be moved or reordered freely.
 """
 
 from __future__ import annotations
@@ -14,27 +20,29 @@ import sys
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from importlib import resources
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from ncclcheck.explain.literals import NoLiteral, required_literals
 from ncclcheck.explain.prefilter import Literal
 from ncclcheck.model import Category
+from ncclcheck.ncclib.version import version_text
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-CATALOGUE_FILE = "catalogue.toml"
-# Signatures that claim a line only when no other does, in this order: their patterns match
-# any exception line of a kind (one about the job's ranks or devices, then any at all).
-LAST_RESORT = ("python.exception_about_ranks", "python.uncaught_exception")
-CATCH_ALL = LAST_RESORT[-1]
+CATALOGUE_DIR = "signatures"  # under ncclcheck/explain/: one *.toml file per family
+# How a signature claims a line that several signatures match (see ``claim_level``).
+SPECIFIC, BROAD, LAST_RESORT = 0, 1, 2
 
 # Text between [[ and ]] is dropped when a fact it names is unknown, so one text reads well
 # with or without the facts of a particular line.
 _OPTIONAL = re.compile(r"\[\[(.*?)\]\]", re.S)
 _FORMATTER = string.Formatter()
+_FIELDS = frozenset({"id", "category", "title", "meaning", "fix", "patterns", "example",
+                     "consequence", "warning", "broad", "last_resort", "generic", "refines",
+                     "priority", "requires", "settings", "inferred", "explains", "rule"})
 
 
 class UnknownSignature(KeyError):
@@ -45,17 +53,23 @@ class UnknownSignature(KeyError):
 class Signature:
     """One known failure: how to recognise it in a log, what it means and how to fix it.
 
-    ``consequence`` marks failures that usually follow another one (a peer closing its socket
-    because it crashed, a timeout after a rank died); they are never chosen as the root cause
-    while a primary failure is in view; ``warning`` marks messages after which the library
-    carries on; ``broad`` marks patterns that read a message in any context and so claim a
-    line only when no other signature does. ``settings`` names facts taken from ``NCCL_X set
-    by environment to V`` lines of the same log when the matched line does not carry them. ``priority`` (0-100) orders
-    primary failures when log lines carry no comparable timestamps. ``inferred`` signatures
-    are never matched line by line: their patterns read a context line (a setting, a launch
-    command, an INFO line) that names the likely cause when NCCL gave only a generic error,
-    or, for the root causes listed in ``explains``, when that failure is only the symptom
-    (``"generic"`` in that list stands for NCCL's generic errors).
+    Which signature claims a line that several match (matcher.py): ``claim_level`` first
+    (specific, then ``broad`` patterns that read a message in any context, then the
+    ``last_resort`` ones that read any exception line), then ``refines`` (this signature reads
+    a more specific case of those signatures' lines, so they give way to it), then
+    ``priority``. Which finding is the root cause (findings.py): primary failures before
+    ``consequence`` (usually follows another failure: a peer closing its socket because it
+    crashed, a timeout after a rank died) before ``warning`` (the library carries on), then
+    time, then ``priority`` (0-100). ``generic`` marks NCCL's generic results (system error,
+    internal error, remote error), which say that something failed, not what: a cause read
+    from the context (infer.py) or a specific failure elsewhere in the log explains them.
+    ``settings`` names facts taken from ``NCCL_X set by environment to V`` lines of the same
+    log when the matched line does not carry them. ``inferred`` signatures are never matched
+    line by line: their patterns read a context line (a setting, a launch command, an INFO
+    line) that names the likely cause when NCCL gave only a generic error, or, for the root
+    causes listed in ``explains``, when that failure is only the symptom (``"generic"`` in
+    that list stands for NCCL's generic errors); an inferred signature with a ``rule`` is
+    named by that rule of infer.py (a fact across several lines), not by one line.
     """
 
     id: str
@@ -69,11 +83,20 @@ class Signature:
     consequence: bool = False
     warning: bool = False
     broad: bool = False
+    last_resort: bool = False
+    generic: bool = False
+    refines: tuple[str, ...] = ()
     priority: int = 50
     requires: tuple[str, ...] = ()
     settings: tuple[tuple[str, str], ...] = ()
     inferred: bool = False
     explains: tuple[str, ...] = ()
+    rule: str = ""
+
+    @property
+    def claim_level(self) -> int:
+        """SPECIFIC, BROAD or LAST_RESORT: the tier in which it competes for a line."""
+        return LAST_RESORT if self.last_resort else BROAD if self.broad else SPECIFIC
 
     @cached_property
     def compiled(self) -> tuple[re.Pattern[str], ...]:
@@ -131,15 +154,8 @@ def derived_facts(facts: Mapping[str, Any]) -> dict[str, Any]:
     for key in ("version1", "version2"):
         code = out.get(key)
         if isinstance(code, int) and f"{key}_text" not in out:
-            out[f"{key}_text"] = nccl_version_text(code)
+            out[f"{key}_text"] = version_text(code) or str(code)
     return out
-
-
-def nccl_version_text(code: int) -> str:
-    """NCCL's integer version code as x.y.z (2.8.4 is 2804, 2.9.6 is 20906)."""
-    if code < 2900:
-        return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
-    return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
 
 
 def pci_bus_id(hex_text: str) -> str:
@@ -207,48 +223,105 @@ def _literals(sig_id: str, patterns: list[str]) -> tuple[Literal, ...]:
     return tuple(dict.fromkeys(out))
 
 
-def _build(entry: dict[str, Any]) -> Signature:
+def _build(entry: dict[str, Any], source: str) -> Signature:
+    sig_id = entry.get("id", "?")
+    unknown = set(entry) - _FIELDS
+    if unknown:
+        raise ValueError(f"{source}: {sig_id}: unknown field(s) {', '.join(sorted(unknown))}")
     patterns = list(entry["patterns"])
     for condition in entry.get("requires", ()):
         if not _CONDITION.match(condition):
-            raise ValueError(f"{entry['id']}: unreadable condition {condition!r}")
-    return Signature(
-        id=entry["id"],
+            raise ValueError(f"{source}: {sig_id}: unreadable condition {condition!r}")
+    refines = entry.get("refines", ())
+    if isinstance(refines, str):
+        refines = (refines,)
+    sig = Signature(
+        id=sig_id,
         category=Category(entry["category"]),
         title=entry["title"],
         meaning=entry["meaning"].strip(),
         fix=entry["fix"].strip(),
         patterns=tuple(patterns),
-        literals=_literals(entry["id"], patterns),
+        literals=_literals(sig_id, patterns),
         example=entry["example"],
         consequence=bool(entry.get("consequence", False)),
         warning=bool(entry.get("warning", False)),
         broad=bool(entry.get("broad", False)),
+        last_resort=bool(entry.get("last_resort", False)),
+        generic=bool(entry.get("generic", False)),
+        refines=tuple(refines),
         priority=int(entry.get("priority", 50)),
         requires=tuple(entry.get("requires", ())),
         settings=tuple(sorted(entry.get("settings", {}).items())),
         inferred=bool(entry.get("inferred", False)),
         explains=tuple(entry.get("explains", ())),
+        rule=str(entry.get("rule", "")),
     )
+    if sig.broad and sig.last_resort:
+        raise ValueError(f"{source}: {sig_id}: broad and last_resort are two different levels")
+    if sig.rule and not sig.inferred:
+        raise ValueError(f"{source}: {sig_id}: only an inferred signature is named by a rule")
+    return sig
 
 
 @lru_cache(maxsize=1)
-def _data() -> dict[str, Any]:
-    text = resources.files("ncclcheck.explain").joinpath(CATALOGUE_FILE).read_text("utf-8")
-    return tomllib.loads(text)
+def files() -> dict[str, tuple[str, ...]]:
+    """The catalogue's files (name without .toml, in name order) and the ids each holds."""
+    return {name: tuple(sig.id for sig in sigs) for name, sigs in _by_file().items()}
+
+
+@lru_cache(maxsize=1)
+def _by_file() -> dict[str, tuple[Signature, ...]]:
+    folder = resources.files("ncclcheck.explain").joinpath(CATALOGUE_DIR)
+    out: dict[str, tuple[Signature, ...]] = {}
+    for item in sorted(folder.iterdir(), key=lambda f: f.name):
+        if item.name.endswith(".toml"):
+            entries = tomllib.loads(item.read_text("utf-8")).get("signature", [])
+            out[item.name[:-5]] = tuple(_build(entry, item.name) for entry in entries)
+    return out
 
 
 @lru_cache(maxsize=1)
 def load() -> tuple[Signature, ...]:
-    """All signatures, in catalogue order (parsed once per process)."""
-    data = _data()
-    signatures = tuple(_build(entry) for entry in data["signature"])
-    seen: set[str] = set()
-    for sig in signatures:
-        if sig.id in seen:
-            raise ValueError(f"duplicate signature id in catalogue: {sig.id}")
-        seen.add(sig.id)
+    """All signatures (parsed once per process), file by file in name order; that order is
+    only for listings: nothing decides by it (see the module's docstring)."""
+    signatures = tuple(sig for sigs in _by_file().values() for sig in sigs)
+    check(signatures)
     return signatures
+
+
+def check(signatures: Iterable[Signature]) -> None:
+    """Refuse a catalogue that cannot be read one way only: a repeated id, a ``refines`` that
+    names no signature or goes round in a circle, a rule named twice."""
+    by_id: dict[str, Signature] = {}
+    rules: dict[str, str] = {}
+    for sig in signatures:
+        if sig.id in by_id:
+            raise ValueError(f"duplicate signature id in catalogue: {sig.id}")
+        by_id[sig.id] = sig
+        if sig.rule:
+            if sig.rule in rules:
+                raise ValueError(f"rule {sig.rule!r} names both {rules[sig.rule]} and {sig.id}")
+            rules[sig.rule] = sig.id
+    for sig in by_id.values():
+        for other in sig.refines:
+            if other not in by_id:
+                raise ValueError(f"{sig.id} refines {other!r}, which the catalogue does not have")
+    for sig in by_id.values():
+        if sig.id in refined_by_closure(sig.id, by_id):
+            raise ValueError(f"{sig.id} refines itself through 'refines'")
+
+
+def refined_by_closure(sig_id: str, by_id: Mapping[str, Signature]) -> frozenset[str]:
+    """Every id that ``sig_id`` refines, directly or through the ones it refines."""
+    seen: set[str] = set()
+    todo = list(by_id[sig_id].refines) if sig_id in by_id else []
+    while todo:
+        other = todo.pop()
+        if other not in seen:
+            seen.add(other)
+            todo.extend(by_id[other].refines if other in by_id else ())
+    return frozenset(seen)
 
 
 @lru_cache(maxsize=1)
@@ -278,6 +351,14 @@ def line_signatures() -> tuple[Signature, ...]:
 def inferred_signatures() -> tuple[Signature, ...]:
     """The signatures only named from context when NCCL gave a generic error."""
     return tuple(sig for sig in load() if sig.inferred)
+
+
+def by_rule(rule: str) -> Signature:
+    """The inferred signature that infer.py's rule ``rule`` names (the catalogue declares it)."""
+    for sig in inferred_signatures():
+        if sig.rule == rule:
+            return sig
+    raise UnknownSignature(f"no signature declares rule = {rule!r}")
 
 
 def catalogue_fix(signature_id: str, fallback: str, here: str = "",

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import sys
 
+from ncclcheck.explain.docs import catalogue_table
+from ncclcheck.explain.engine import explain_sources
+from ncclcheck.explain.reader import InputError, input_notes, screen, sources
+from ncclcheck.explain.render import render
+
 
 def run_explain(paths: list[str], fmt: str, exit_code: bool, list_catalogue: bool,
                 usage_error: type[Exception]) -> int:
     """Print the explanation (or the catalogue); return the exit code."""
     if list_catalogue:
-        from ncclcheck.explain.docs import catalogue_table
         print(catalogue_table())
         return 0
-    from ncclcheck.explain.engine import explain_sources
-    from ncclcheck.explain.reader import InputError, input_notes, screen, sources
-    from ncclcheck.explain.render import render
-
     if not paths and sys.stdin.isatty():
         raise usage_error("no log given: pass PATH ... or pipe a log into `ncclcheck explain -`")
     try:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ncclcheck.ncclib.version import LOG_LINE as NCCL_VERSION_LINE
+
 MAX_CONTEXT_LINES = 512     # context lines kept per run (settings and launch lines come early)
 MAX_PER_RANK_LINES = 4096   # version and banner lines remembered per run
 
@@ -40,7 +42,6 @@ _TESTS_RANK = re.compile(r"\bRank\s+(?P<rank>\d+)\s+(?:Group\s+\d+\s+)?Pid\s+(?P
 _VERBS_MISSING = re.compile(r"Failed to open libibverbs")
 _SOCKET_OVER_IB = re.compile(r"NET/Socket ?: Using (?:\[\d+\]\S+ )*\[\d+\](?P<ifname>ib[\w.]*)")
 _MPI_LAUNCH = re.compile(r"\b(?:mpirun|mpiexec|srun)\b")
-_VERSION = re.compile(r"NCCL version (?P<version>\d+\.\d+\.\d+)")
 # A Slurm request (an #SBATCH line or an srun/sbatch command): tasks and GPUs per node.
 _SLURM_LINE = re.compile(r"#SBATCH|\b(?:srun|sbatch|salloc)\b")
 _SLURM_TASKS = re.compile(r"--ntasks-per-node[= ](?P<tasks>\d+)\b")
@@ -147,7 +148,7 @@ class LogContext:
                 and (found := _LOCAL_RANK.search(message)):
             self.local_ranks.append((int(found.group("local_rank")),
                                      ContextLine(file, line, text, message)))
-        if "NCCL version" in message and (found := _VERSION.search(message)):
+        if "NCCL version" in message and (found := NCCL_VERSION_LINE.search(message)):
             if len(self.versions) < 64:
                 self.versions.setdefault(found.group("version"),
                                          ContextLine(file, line, text, message))

@@ -9,14 +9,21 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ncclcheck.explain.catalogue import Signature, all_signatures
+from ncclcheck.explain.catalogue import Signature, all_signatures, files
+from ncclcheck.explain.cues import CUES, GENERAL_FIX
 
 DOC_PATH = Path(__file__).resolve().parents[2] / "docs" / "failures.md"
 
 
+def listed() -> list[Signature]:
+    """The signatures as listings show them: by family file, then id (never file order)."""
+    family = {sig_id: name for name, ids in files().items() for sig_id in ids}
+    return sorted(all_signatures(), key=lambda sig: (family[sig.id], sig.id))
+
+
 def catalogue_table() -> str:
     """One line per signature, for `ncclcheck explain --list`."""
-    sigs = all_signatures()
+    sigs = listed()
     width = max(len(s.id) for s in sigs)
     lines = [f"{'id':<{width}}  {'category':<16} title", f"{'-' * width}  {'-' * 16} -----"]
     for sig in sigs:
@@ -27,24 +34,29 @@ def catalogue_table() -> str:
 
 
 def failures_markdown() -> str:
-    sigs = all_signatures()
+    sigs = listed()
     out = [
         "# Known failures",
         "",
-        "<!-- Generated from ncclcheck/explain/catalogue.toml by "
+        "<!-- Generated from ncclcheck/explain/signatures/*.toml by "
         "`python -m ncclcheck.explain.docs`; do not edit by hand. -->",
         "",
-        f"`ncclcheck explain` knows {len(sigs)} failure signatures. Each has a stable id, a "
-        "category from the taxonomy, the pattern(s) it matches, what it means and the fix. "
-        "*Consequence* signatures usually follow another failure and are never chosen as the "
-        "root cause while a primary failure is in view; *warning* signatures are messages after "
-        "which the library carries on. Words in `<angle brackets>` are filled in from the "
-        "matched line.",
+        f"`ncclcheck explain` knows {len(sigs)} failure signatures, kept in one file per family "
+        "(`ncclcheck/explain/signatures/<family>.toml`, listed here by family, then id). Each "
+        "has a stable id, a category from the taxonomy, the pattern(s) it matches, what it means "
+        "and the fix. *Consequence* signatures usually follow another failure and are never "
+        "chosen as the root cause while a primary failure is in view; *warning* signatures are "
+        "messages after which the library carries on. When several signatures match one line, "
+        "declared fields decide which claims it (specific before *broad* before *last resort*, "
+        "then *refines*, then priority; see docs/explain.md), never an entry's place. Words in "
+        "`<angle brackets>` are filled in from the matched line.",
         "",
-        "| id | category | title |",
-        "|---|---|---|",
+        "| id | family file | category | title |",
+        "|---|---|---|---|",
     ]
-    out += [f"| [`{s.id}`](#{_anchor(s.id)}) | {s.category.value} | {s.title} |" for s in sigs]
+    family = {sig_id: name for name, ids in files().items() for sig_id in ids}
+    out += [f"| [`{s.id}`](#{_anchor(s.id)}) | {family[s.id]} | {s.category.value} | {s.title} |"
+            for s in sigs]
     for sig in sigs:
         out += ["", *_section(sig)]
     out += ["", *_fallback_section()]
@@ -53,7 +65,6 @@ def failures_markdown() -> str:
 
 def _fallback_section() -> list[str]:
     """The keyword fallback's findings (fallback.<category>) and the words behind them."""
-    from ncclcheck.explain.cues import CUES, GENERAL_FIX
     lines = ["## Keyword fallback: fallback.&lt;category&gt;", "",
              "When the log shows that the run failed (an exception, an error or fatal line, a "
              "fatal signal) but no signature above explains it — no finding, or only "
@@ -75,14 +86,40 @@ def _section(sig: Signature) -> list[str]:
     kind = "consequence" if sig.consequence else "warning" if sig.warning else "primary failure"
     if sig.inferred:
         kind = "inferred from the log's context when NCCL gave only a generic error"
+    if sig.rule:
+        kind = f"inferred by the rule `{sig.rule}` (a fact read across several lines)"
     explanation, fix = sig.render({})
     lines = [f"## {sig.id}", "", f"**{sig.title}** — category `{sig.category.value}`, {kind}, "
-             f"priority {sig.priority}.", "", f"What it means: {explanation}", "",
+             f"priority {sig.priority}.", ""]
+    claims = _claims(sig)
+    if claims:
+        lines += [claims, ""]
+    lines += [f"What it means: {explanation}", "",
              f"Fix: {fix}", "", "Example:", "", "```", sig.example, "```", "", "Patterns:", ""]
     lines += [f"- `{p}`" for p in sig.patterns]
     if sig.requires:
         lines += ["", "Only when: " + ", ".join(f"`{c}`" for c in sig.requires)]
     return lines
+
+
+def _claims(sig: Signature) -> str:
+    """How the signature competes for a line and stands among root causes, in a sentence."""
+    parts = []
+    if sig.broad:
+        parts.append("*broad*: claims a line only when no specific signature does")
+    if sig.last_resort:
+        parts.append("*last resort*: claims a line only when no other signature does")
+    if sig.refines:
+        parts.append("*refines* " + ", ".join(f"[`{r}`](#{_anchor(r)})" for r in sig.refines)
+                     + (": wins a line they also match" if len(sig.refines) > 1
+                        else ": wins a line it also matches"))
+    if sig.generic:
+        parts.append("*generic*: NCCL's result says that something failed, not what; a cause "
+                     "in the log's context or a specific failure explains it")
+    if not parts:
+        return ""
+    text = "; ".join(parts)  # each part starts with an *emphasised* word
+    return text[0] + text[1].upper() + text[2:] + "."
 
 
 def _anchor(sig_id: str) -> str:

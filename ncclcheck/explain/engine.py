@@ -7,23 +7,23 @@ import re
 import zlib
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterable
+from typing import Any, BinaryIO, Callable
 
-from ncclcheck.explain.catalogue import LAST_RESORT, Signature, line_signatures
+from ncclcheck.explain.catalogue import Signature, line_signatures
 from ncclcheck.explain.context import LogContext
 from ncclcheck.explain.excerpt import excerpt
 from ncclcheck.explain.fallback import ErrorCues, add_fallback
 from ncclcheck.explain.findings import Finding, Findings, Hit
+from ncclcheck.explain.gate import Gate
 from ncclcheck.explain.infer import add_inferred
 from ncclcheck.explain.lines import LineInfo, parse_line, stamp_in
+from ncclcheck.explain.matcher import Matcher
 from ncclcheck.explain.reader import InputError, Source, sources
 from ncclcheck.explain.prefilter import ENGINE_VARIABLE, LiteralIndex, build_index
 from ncclcheck.explain.reflow import unwrap
 from ncclcheck.explain.scan import TOKENS, Candidate, Scanner
 from ncclcheck.explain.summary import NcclSummary
-
-if TYPE_CHECKING:
-    from ncclcheck.explain.gate import Gate
+from ncclcheck.redact import redact_value_tree
 
 # torchrun's failure report puts time, host and rank on the lines before "exitcode".
 _BLOCK_FIELD = re.compile(r"^\s*(?P<key>time|host|rank)\s*:\s*(?P<value>\S+)")
@@ -31,7 +31,6 @@ _FULL_STAMP = re.compile(r"\s*\[?\d{4}-\d\d-\d\d")
 _RANK_FILE = re.compile(r"rank[-_]?(\d+)", re.I)  # one file per rank: rank3.log, rank_3.out
 _HOST_FACTS = ("node", "hostname")
 _RANK_FACTS = ("task",)
-MEMO_SIZE = 4096  # distinct messages whose match is remembered per run
 
 
 @dataclass
@@ -50,66 +49,11 @@ class Explanation:
 
     def to_dict(self) -> dict[str, Any]:
         """The explanation as data, secrets masked (every renderer reads this)."""
-        from ncclcheck.redact import redact_value_tree
         return redact_value_tree({
             "findings": [f.to_dict() for f in self.findings],
             "nccl": self.nccl,
             "files": self.files,
         })
-
-
-class Matcher:
-    """Matches candidate lines against the catalogue: the literals a line holds name the few
-    signatures worth a regex; those are tried in catalogue order (the first claim wins)."""
-
-    def __init__(self, signatures: Iterable[Signature]) -> None:
-        self.signatures = tuple(signatures)
-        owners: dict[tuple[str, bool], list[int]] = {}
-        for index, sig in enumerate(self.signatures):
-            for lit in sig.literals:
-                owners.setdefault((lit.text, lit.caseless), []).append(index)
-        self._exact = [(text, tuple(o)) for (text, caseless), o in owners.items() if not caseless]
-        self._caseless = [(text, tuple(o)) for (text, caseless), o in owners.items() if caseless]
-        # Tried in this order: specific signatures, broad ones, then the last resorts.
-        last = {sig_id: place + 2 for place, sig_id in enumerate(LAST_RESORT)}
-        self._order = [(last.get(sig.id, int(sig.broad)), index)
-                       for index, sig in enumerate(self.signatures)]
-        self._memo: dict[str, tuple[Signature, dict[str, Any]] | None] = {}
-
-    def match(self, message: str) -> tuple[Signature, dict[str, Any]] | None:
-        """The first signature claiming ``message`` and its facts. Ranks print the same
-        message many times, so answers are remembered (a bounded memo, copied out)."""
-        if message in self._memo:
-            found = self._memo[message]
-            return None if found is None else (found[0], dict(found[1]))
-        found = self._match(message)
-        if len(self._memo) >= MEMO_SIZE:
-            self._memo.clear()
-        self._memo[message] = found
-        return None if found is None else (found[0], dict(found[1]))
-
-    def _match(self, message: str) -> tuple[Signature, dict[str, Any]] | None:
-        wanted = {i for text, owners in self._exact if text in message for i in owners}
-        if self._caseless:
-            lowered = message.lower()
-            wanted.update(i for text, owners in self._caseless if text in lowered for i in owners)
-        # Broad and last-resort signatures are tried last wherever they sit, so a signature
-        # added after them still claims its line.
-        for index in sorted(wanted, key=self._order.__getitem__):
-            sig = self.signatures[index]
-            facts = sig.match(message)
-            if facts is not None:
-                return sig, facts
-        return None
-
-    def match_continued(self, header: str, message: str) -> tuple[Signature, dict[str, Any]] | None:
-        """A message cut over two lines (an exception header and its reason below): matched
-        as one line, unless only a last-resort signature claims it (the header already
-        said that)."""
-        matched = self.match(header.rstrip() + " " + message.lstrip())
-        if matched is None or matched[0].id in LAST_RESORT:
-            return None
-        return matched
 
 
 def literal_index(engine: str | None = None) -> LiteralIndex:
@@ -135,7 +79,6 @@ def _gate(engine: str) -> Gate | None:
     index = _index(engine)
     if index.name != "hyperscan":
         return None
-    from ncclcheck.explain.gate import Gate
     return Gate(line_signatures(), index.literals)  # type: ignore[attr-defined]
 
 

@@ -26,14 +26,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterable, Sequence
 
-from ncclcheck.explain.catalogue import LAST_RESORT, Signature
+from ncclcheck.explain.catalogue import Signature
 from ncclcheck.explain.context import wants as context_wants
 from ncclcheck.explain.fallback import line_weight
 from ncclcheck.explain.hscache import block_database
 from ncclcheck.explain.hsregex import Untranslatable, prefix_run, to_hyperscan
-from ncclcheck.explain.lines import LINE_PREFIXES, parse_line
+from ncclcheck.explain.lines import GOES_ON, LINE_PREFIXES, parse_line
 from ncclcheck.explain.prefilter import Literal
-from ncclcheck.explain.scan import GOES_ON
 
 NOISY_HITS = 256   # hits of one literal in a block that make a full-pattern pass worth it
 MEMO_SIZE = 4096   # distinct messages whose _feeds answer is remembered
@@ -47,7 +46,7 @@ class LineFacts:
     """What decides, apart from its neighbours, whether a line can be left out."""
 
     dated: bool                    # starts with a full date (the reader may need its year)
-    header: bool                   # may go on below (scan.GOES_ON)
+    header: bool                   # may go on below (lines.GOES_ON)
     after: re.Pattern[bytes] | None  # what the line below must hold to complete a literal
 
 
@@ -62,7 +61,7 @@ class Gate:
     """Per block, which lines holding only common literals can be left out (Hyperscan only)."""
 
     def __init__(self, signatures: Sequence[Signature], literals: Sequence[Literal]) -> None:
-        import hyperscan
+        import hyperscan  # deferred: optional and slow to load (only its engine has a gate)
 
         self._hs = hyperscan
         self._start = prefix_run(LINE_PREFIXES.pattern, LINE_PREFIXES.flags)
@@ -73,7 +72,7 @@ class Gate:
                 if lit in place:
                     self._owners.setdefault(place[lit], []).append(sig)
         self._firm_owned = frozenset(i for i, owners in self._owners.items()
-                                     if any(sig.id not in LAST_RESORT for sig in owners))
+                                     if any(not sig.last_resort for sig in owners))
         self._expressions: dict[str, list[bytes] | None] = {}
         self._cuts = _cuts(lit for lit, i in place.items() if i in self._firm_owned)
         # Cuts by the last SUFFIX characters before the space (lower-cased; all when shorter).

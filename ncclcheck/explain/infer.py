@@ -1,69 +1,170 @@
 """When NCCL says only "system error": name the likely cause from the log's context.
 
 A generic NCCL result (unhandled system error, internal error, remote process exited or there
-was a network error) says that something failed, not what. The lines around it often do: an
-NCCL_SOCKET_IFNAME naming a container or loopback interface, ranks loading different NCCL
-versions, a graph file forced by the environment, a launch whose node rank is outside its node
-count. The first such fact (by the inferred signature's priority) becomes the root cause; the
-finding keeps the generic error's line as where the run failed and ``inferred_from`` as the
-line the cause was read from. Without such a fact, a specific failure or warning elsewhere in
-the log (a missing verbs provider, a refused port) outranks the generic code. Some setups are
-a fault whatever else the log holds (a global rank announced twice, nodes that chose different
-networks, nccl-tests processes that each ran alone, IB present but libibverbs missing): they
-are findings of their own.
+was a network error; the catalogue marks them ``generic``) says that something failed, not
+what. The lines around it often do: an NCCL_SOCKET_IFNAME naming a container or loopback
+interface, ranks loading different NCCL versions, a graph file forced by the environment, a
+launch whose node rank is outside its node count. The first such fact (by the inferred
+signature's priority) becomes the root cause; the finding keeps the generic error's line as
+where the run failed and ``inferred_from`` as the line the cause was read from. Without such a
+fact, a specific failure or warning elsewhere in the log (a missing verbs provider, a refused
+port) outranks the generic code. Some setups are a fault whatever else the log holds (a global
+rank announced twice, nodes that chose different networks, nccl-tests processes that each ran
+alone, IB present but libibverbs missing): they are findings of their own.
+
+Facts that take several lines to see are read by the rules below; each rule is named by the
+inferred signature that declares ``rule = "<name>"`` in the catalogue, so no signature id is
+written here. An inferred signature without a rule is named by one context line its patterns
+match.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
-from ncclcheck.explain.catalogue import CATCH_ALL, Signature, inferred_signatures, signature
+from ncclcheck.explain.catalogue import Signature, by_rule, inferred_signatures
 from ncclcheck.explain.context import ContextLine, LogContext
 from ncclcheck.explain.findings import Finding, Findings, Hit
 from ncclcheck.model import Category
+from ncclcheck.ncclib.version import LOG_LINE as NCCL_VERSION_LINE
 
-# NCCL's generic results, whichever way the log shows them.
-GENERIC_IDS = frozenset({"nccl.unhandled_system_error", "nccl.internal_error",
-                         "nccl.internal_error_code", "nccl.remote_error", "nccl.syscall_failed",
-                         "nccl.error_trace"})
 # Categories that say what happened rather than why: no better than a generic error code.
 _UNSPECIFIC = frozenset({Category.OTHER, Category.RANK_CRASHED, Category.TIMEOUT})
+# A last-resort finding (an exception no signature knows) that quotes one of NCCL's generic
+# results is only as telling as that result.
 _GENERIC_TEXT = re.compile(r"nccl(?:System|Internal|Remote)Error|unhandled system error|"
                            r"internal error|remote process exited")
 # In a signature's ``explains``: NCCL's generic errors (as for a signature without ``explains``).
 GENERIC_ALIAS = "generic"
-VERSIONS_DIFFER = "nccl.versions_differ"
-ONE_HOST_SYSTEM_ERROR = "nccl.system_error_one_host"
-SLURM_TASKS_OVER_GPUS = "slurm.tasks_exceed_gpus"
 # Root causes a launch with more tasks than GPUs explains: what its extra ranks run into.
 _LAUNCH_SYMPTOMS = frozenset({Category.TIMEOUT, Category.OTHER, Category.RANK_CRASHED,
                               Category.CUDA, Category.DUPLICATE_GPU})
 _SYSTEM_ERROR = re.compile(r"unhandled system error|ncclSystemError")
-DUPLICATE_RANK = "lightning.duplicate_global_rank"
-NETWORKS_DIFFER = "nccl.networks_differ"
-IB_ON_SOME_NODES = "nccl.ib_on_some_nodes"
-TESTS_RANKS_ALONE = "nccltests.ranks_alone"
-IB_WITHOUT_VERBS = "nccl.ib_without_verbs"
-LOCAL_RANKS_REPEAT = "lightning.local_ranks_repeat"
-# Inferred signatures named by a rule of their own below, not by matching a context line.
-_BY_RULE = frozenset({VERSIONS_DIFFER, DUPLICATE_RANK, ONE_HOST_SYSTEM_ERROR,
-                      SLURM_TASKS_OVER_GPUS, NETWORKS_DIFFER, IB_ON_SOME_NODES,
-                      TESTS_RANKS_ALONE, IB_WITHOUT_VERBS, LOCAL_RANKS_REPEAT})
+
+# What a rule found: the facts for its signature and the line it read them from.
+Found = tuple[dict[str, Any], ContextLine]
+
+
+@dataclass(frozen=True)
+class Failure:
+    """The root cause a cause rule may explain: its hit, and whether it is a generic result."""
+
+    hit: Hit | None
+    generic: bool
+
+
+# -- setup faults: findings whatever else the log shows --------------------------------------
+
+def _global_rank_announced_twice(sig: Signature, context: LogContext) -> Found | None:
+    duplicate = context.duplicate_rank()
+    return None if duplicate is None else (sig.match(duplicate.message) or {}, duplicate)
+
+
+def _networks(context: LogContext, ib_or_socket: bool) -> Found | None:
+    networks = context.differing_networks()
+    if networks is None:
+        return None
+    first, second, first_line, second_line = networks
+    if ({first, second} == {"IB", "Socket"}) != ib_or_socket:
+        return None
+    return {"network1": first, "network2": second, "line1": first_line.line}, second_line
+
+
+def _ib_on_some_nodes(sig: Signature, context: LogContext) -> Found | None:
+    return _networks(context, ib_or_socket=True)
+
+
+def _networks_differ(sig: Signature, context: LogContext) -> Found | None:
+    return _networks(context, ib_or_socket=False)
+
+
+def _ib_without_verbs(sig: Signature, context: LogContext) -> Found | None:
+    no_verbs = context.ib_without_verbs()
+    if no_verbs is None:
+        return None
+    verbs, socket = no_verbs
+    return {**(sig.match(socket.message) or {}), "line1": verbs.line}, socket
+
+
+def _local_ranks_repeat(sig: Signature, context: LogContext) -> Found | None:
+    repeated = context.local_ranks_repeat()
+    if repeated is None:
+        return None
+    per_node, used, where = repeated
+    return {**(sig.match(where.message) or {}), "per_node": per_node, "used": used}, where
+
+
+def _tests_ranks_alone(sig: Signature, context: LogContext) -> Found | None:
+    alone = context.tests_ranks_alone()
+    return None if alone is None else (sig.match(alone.message) or {}, alone)
+
+
+# In the order their findings are added (the order of appearance among equals).
+SETUP_RULES: dict[str, Callable[[Signature, LogContext], Found | None]] = {
+    "global_rank_announced_twice": _global_rank_announced_twice,
+    "networks_differ": _networks_differ,
+    "ib_on_some_nodes": _ib_on_some_nodes,
+    "ib_without_verbs": _ib_without_verbs,
+    "local_ranks_repeat": _local_ranks_repeat,
+    "tests_ranks_alone": _tests_ranks_alone,
+}
+
+
+# -- causes: what explains the root cause ------------------------------------------------------
+
+def _versions_differ(sig: Signature, context: LogContext, failure: Failure) -> Found | None:
+    versions = context.differing_versions() if failure.generic else None
+    if versions is None:
+        return None
+    first, second = versions
+    return {"version1": _version(first), "version2": _version(second),
+            "line1": first.line}, second
+
+
+def _slurm_tasks_over_gpus(sig: Signature, context: LogContext,
+                           failure: Failure) -> Found | None:
+    over = context.slurm_tasks_over_gpus()
+    if over is None:
+        return None
+    if not failure.generic and failure.hit.signature.category not in _LAUNCH_SYMPTOMS:
+        return None
+    tasks, gpus, where = over
+    return {"tasks": tasks, "gpus": gpus}, where
+
+
+def _system_error_on_one_host(sig: Signature, context: LogContext,
+                              failure: Failure) -> Found | None:
+    failed = failure.hit
+    if not (failure.generic and failed is not None and _SYSTEM_ERROR.search(failed.text)
+            and context.one_host()):
+        return None
+    return {}, ContextLine(failed.file, failed.line, failed.text, failed.text)
+
+
+CAUSE_RULES: dict[str, Callable[[Signature, LogContext, Failure], Found | None]] = {
+    "versions_differ": _versions_differ,
+    "slurm_tasks_over_gpus": _slurm_tasks_over_gpus,
+    "system_error_on_one_host": _system_error_on_one_host,
+}
 
 
 def add_inferred(hits: Findings, context: LogContext,
                  settings: dict[str, str] | None = None) -> None:
     """Add the findings the context supports to ``hits`` (before ranking)."""
-    for sig, facts, where in _setup_faults(context):
-        if sig.id not in hits.by_id:
+    for name, rule in SETUP_RULES.items():
+        sig = by_rule(name)
+        found = rule(sig, context)
+        if found is not None and sig.id not in hits.by_id:
+            facts, where = found
             hits.add(_hit(sig, facts, where, None, hits.hits))
     ranked = hits.ranked(settings)
     if not ranked:
         return
     failed = ranked[0].first
     inferred = infer_cause(context, failed)
-    specific = _specific_failure(ranked) if is_generic(failed.signature.id, failed.text) else None
+    specific = _specific_failure(ranked) if is_generic(failed.signature, failed.text) else None
     if inferred is not None and (specific is None
                                  or inferred[0].priority > specific.signature.priority):
         sig, facts, source = inferred
@@ -80,90 +181,41 @@ def _specific_failure(ranked: list[Finding]) -> Finding | None:
     did."""
     for finding in ranked[1:]:
         sig = finding.signature
-        if sig.category not in _UNSPECIFIC and not is_generic(sig.id, finding.first.text):
+        if sig.category not in _UNSPECIFIC and not is_generic(sig, finding.first.text):
             return finding
     return None
 
 
-def _setup_faults(context: LogContext) -> list[tuple[Signature, dict[str, Any], ContextLine]]:
-    """Faults the setup lines show whether or not the log shows a failure: a global rank
-    announced twice, processes of a node sharing a local rank, nodes that chose different
-    networks, nccl-tests processes that each ran alone, an InfiniBand interface that NCCL can
-    reach only through sockets. Each makes the run fail, hang or crawl, so it is a finding of
-    its own."""
-    faults = []
-    duplicate = context.duplicate_rank()
-    if duplicate is not None:
-        sig = signature(DUPLICATE_RANK)
-        faults.append((sig, sig.match(duplicate.message) or {}, duplicate))
-    networks = context.differing_networks()
-    if networks is not None:
-        first, second, first_line, second_line = networks
-        ib_or_socket = {first, second} == {"IB", "Socket"}
-        sig = signature(IB_ON_SOME_NODES if ib_or_socket else NETWORKS_DIFFER)
-        facts = {"network1": first, "network2": second, "line1": first_line.line}
-        faults.append((sig, facts, second_line))
-    no_verbs = context.ib_without_verbs()
-    if no_verbs is not None:
-        sig = signature(IB_WITHOUT_VERBS)
-        verbs, socket = no_verbs
-        facts = {**(sig.match(socket.message) or {}), "line1": verbs.line}
-        faults.append((sig, facts, socket))
-    repeated = context.local_ranks_repeat()
-    if repeated is not None:
-        sig = signature(LOCAL_RANKS_REPEAT)
-        per_node, used, where = repeated
-        facts = {**(sig.match(where.message) or {}), "per_node": per_node, "used": used}
-        faults.append((sig, facts, where))
-    alone = context.tests_ranks_alone()
-    if alone is not None:
-        sig = signature(TESTS_RANKS_ALONE)
-        faults.append((sig, sig.match(alone.message) or {}, alone))
-    return faults
-
-
-def is_generic(sig_id: str, text: str) -> bool:
-    """Whether a root cause is only NCCL's generic result (or the catch-all quoting one)."""
-    if sig_id in GENERIC_IDS:
-        return True
-    return sig_id == CATCH_ALL and bool(_GENERIC_TEXT.search(text))
+def is_generic(sig: Signature, text: str) -> bool:
+    """Whether a root cause is only NCCL's generic result (or a last resort quoting one)."""
+    return sig.generic or (sig.last_resort and bool(_GENERIC_TEXT.search(text)))
 
 
 def infer_cause(context: LogContext, failed: Hit | None = None,
                 ) -> tuple[Signature, dict[str, Any], ContextLine] | None:
     """The most telling context fact behind the root cause ``failed`` (None: a generic NCCL
-    error): (inferred signature, its facts, the line it is from)."""
-    generic = failed is None or is_generic(failed.signature.id, failed.text)
+    error): (inferred signature, its facts, the line it is from). Among several, the higher
+    priority wins, then the earlier context line, then the smaller id."""
+    generic = failed is None or is_generic(failed.signature, failed.text)
+    failure = Failure(failed, generic)
     known = failed.facts if failed is not None else {}
-    candidates: list[tuple[int, int, Signature, dict[str, Any], ContextLine]] = []
-    versions = context.differing_versions() if generic else None
-    if versions is not None:
-        sig = signature(VERSIONS_DIFFER)
-        first, second = versions
-        facts = {"version1": _version(first), "version2": _version(second),
-                 "line1": first.line}
-        candidates.append((-sig.priority, 0, sig, facts, second))
-    over = context.slurm_tasks_over_gpus()
-    if over is not None and (generic or failed.signature.category in _LAUNCH_SYMPTOMS):
-        sig = signature(SLURM_TASKS_OVER_GPUS)
-        tasks, gpus, where = over
-        candidates.append((-sig.priority, 0, sig, {"tasks": tasks, "gpus": gpus}, where))
-    if generic and failed is not None and _SYSTEM_ERROR.search(failed.text) \
-            and context.one_host():
-        sig = signature(ONE_HOST_SYSTEM_ERROR)
-        where = ContextLine(failed.file, failed.line, failed.text, failed.text)
-        candidates.append((-sig.priority, 0, sig, {}, where))
+    candidates: list[tuple[int, int, str, Signature, dict[str, Any], ContextLine]] = []
     for sig in inferred_signatures():
-        if sig.id in _BY_RULE or not _applies(sig, failed, generic):
+        if sig.rule in CAUSE_RULES:
+            found = CAUSE_RULES[sig.rule](sig, context, failure)
+            if found is not None:
+                candidates.append((-sig.priority, 0, sig.id, sig, *found))
+            continue
+        if sig.rule or not _applies(sig, failed, generic):
             continue
         for order, where in enumerate(context.lines):
             facts = sig.match(where.message, known)
             if facts is not None:
-                candidates.append((-sig.priority, order, sig, facts, where))
+                candidates.append((-sig.priority, order, sig.id, sig, facts, where))
                 break
     if not candidates:
         return None
-    _, _, sig, facts, where = min(candidates, key=lambda c: (c[0], c[1]))
+    _, _, _, sig, facts, where = min(candidates, key=lambda c: c[:3])
     return sig, facts, where
 
 
@@ -179,8 +231,8 @@ def _applies(sig: Signature, failed: Hit | None, generic: bool) -> bool:
 
 
 def _version(where: ContextLine) -> str:
-    found = re.search(r"NCCL version (\S+)", where.message)
-    return found.group(1) if found else "?"
+    found = NCCL_VERSION_LINE.search(where.message)
+    return found.group("version") + found.group("build") if found else "?"
 
 
 def _hit(sig: Signature, facts: dict[str, Any], source: ContextLine, failed: Hit | None,

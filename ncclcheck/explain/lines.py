@@ -11,6 +11,9 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+# A line whose message goes on below it: torch's "Last error:" echo, an exception header
+# ("MisconfigurationException: ..." with the reason on the next line).
+GOES_ON = re.compile(rb"(?:Last error:|(?:Error|Exception):(?: .{0,200})?)\s*$")
 LINE_PREFIXES = re.compile(
     r"""\s*(?:
         \[rank(?P<rank>\d+)\]:\s?                                   # torchrun --tee / log prefix

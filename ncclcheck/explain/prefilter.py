@@ -68,7 +68,7 @@ class AhoIndex:
     name = "aho"
 
     def __init__(self, literals: Sequence[Literal]) -> None:
-        import ahocorasick
+        import ahocorasick  # deferred: optional; only this engine needs it
 
         self._exact = self._caseless = None
         for caseless in (False, True):
@@ -101,7 +101,7 @@ class HyperscanIndex:
     name = "hyperscan"
 
     def __init__(self, literals: Sequence[Literal], tokens: Sequence[bytes] = ()) -> None:
-        import hyperscan
+        import hyperscan  # deferred: optional (the [fast] extra) and slow to load
 
         unique = sorted(set(literals), key=lambda lit: (lit.text, lit.caseless))
         self.literals: tuple[Literal, ...] = tuple(unique)  # a hit's id is its place here

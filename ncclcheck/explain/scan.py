@@ -11,13 +11,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, BinaryIO, Callable, Collection, Iterable, Iterator
+from typing import BinaryIO, Callable, Collection, Iterable, Iterator
 
 from ncclcheck.explain.context import CONTEXT_TOKENS
+from ncclcheck.explain.gate import Gate
+from ncclcheck.explain.lines import GOES_ON
 from ncclcheck.explain.prefilter import LiteralIndex
-
-if TYPE_CHECKING:
-    from ncclcheck.explain.gate import Gate
 
 BLOCK = 8 << 20            # bytes read at a time
 MAX_LINE = 64 << 10        # longest text kept for one line (the part around the hit)
@@ -32,9 +31,6 @@ ERROR_TOKENS = (b"rror", b"RROR", b"ailed", b"FAIL", b"ailure", b"xception", b"W
 INFO_TOKENS = (b"NCCL INFO", b"NCCL version")
 TOKENS = INFO_TOKENS + CONTEXT_TOKENS + ERROR_TOKENS  # whatever makes a line worth handing on
 LAST_ERROR = b"Last error:"
-# A line whose message goes on below it: torch's "Last error:" echo, an exception header
-# ("MisconfigurationException: ..." with the reason on the next line).
-GOES_ON = re.compile(rb"(?:Last error:|(?:Error|Exception):(?: .{0,200})?)\s*$")
 NEXT = 4                   # the line was taken because the one above goes on
 OVERLAP = 1024             # bytes kept across a cut inside one huge line (longer than a literal)
 

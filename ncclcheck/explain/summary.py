@@ -6,8 +6,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-_VERSION = re.compile(
-    r"NCCL version (?P<version>\d+\.\d+\.\d+)(?:[-+.\w]*?\+cuda(?P<cuda>\d+\.\d+))?")
+from ncclcheck.ncclib.version import LOG_LINE as NCCL_VERSION_LINE
+from ncclcheck.ncclib.version import build_cuda, cuda_version_tuple
+
 _DRIVER = re.compile(r"cudaDriverVersion (?P<driver>\d+)")
 _BOOTSTRAP = re.compile(r"Bootstrap ?: Using (?P<ifname>[^\s:]+):")
 _NET_USING = re.compile(r"NET/(?P<net>\w+) ?: Using (?P<list>.*)")
@@ -45,13 +46,13 @@ class NcclSummary:
     def feed(self, message: str) -> None:
         """Take one NCCL INFO (or version) line's message."""
         self.seen = True
-        if (found := _VERSION.search(message)):
+        if (found := NCCL_VERSION_LINE.search(message)):
             _add(self.versions, found.group("version"))
-            if found.group("cuda"):
-                _add(self.cuda_runtime, found.group("cuda"))
+            if (cuda := build_cuda(found.group("build"))):
+                _add(self.cuda_runtime, cuda)
         if (found := _DRIVER.search(message)):
-            code = int(found.group("driver"))
-            _add(self.cuda_driver, f"{code // 1000}.{code % 1000 // 10}")
+            major, minor = cuda_version_tuple(int(found.group("driver")))
+            _add(self.cuda_driver, f"{major}.{minor}")
         if (found := _BOOTSTRAP.search(message)):
             _add(self.interfaces, found.group("ifname"))
         if (found := _NET_USING.search(message)):

@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping
 
 from ncclcheck.gpus import parse_visible_devices
 from ncclcheck.model import Category, CheckResult, failed, passed, skipped, warned
+from ncclcheck.ncclib.version import cuda_version_tuple
 from ncclcheck.registry import CheckSpec
 
 _DEVICE = re.compile(r"^(\d+|GPU-[0-9A-Fa-f-]+|MIG-[0-9A-Za-z/-]+)$")
@@ -56,15 +57,10 @@ def judge_visible_devices(value: str) -> VisibleDevicesFinding:
     return VisibleDevicesFinding(True, f"CUDA_VISIBLE_DEVICES={value!r} exposes {shown}")
 
 
-def driver_version_tuple(code: int) -> tuple[int, int]:
-    """cuDriverGetVersion's 12040 -> (12, 4)."""
-    return code // 1000, (code % 1000) // 10
-
-
 def driver_supports(torch_cuda: str, driver_code: int) -> bool:
     """A driver runs a CUDA build of the same major version or older (minor-version compat)."""
     major = int(torch_cuda.split(".")[0])
-    return driver_version_tuple(driver_code)[0] >= major
+    return cuda_version_tuple(driver_code)[0] >= major
 
 
 def arch_supported(capability: tuple[int, int], arch_list: list[str]) -> bool:
@@ -151,7 +147,7 @@ def gpu_checks(env: Mapping[str, str], local_rank: int | None, timeout: float,
             why = (f"skipped: {cpu_build} is a CPU-only build and this host has no NVIDIA driver, "
                    "so there is no CUDA to check")
             return results + [skipped(i, why, torch=cpu_build) for i in ids]
-        dmaj, dmin = driver_version_tuple(driver)
+        dmaj, dmin = cuda_version_tuple(driver)
         results.append(failed("nccl.cuda_driver", f"{cpu_build} is a CPU-only build, but this host "
                               f"has an NVIDIA driver (CUDA {dmaj}.{dmin}): the job cannot use its "
                               "GPUs or backend='nccl'",
@@ -173,7 +169,7 @@ def gpu_checks(env: Mapping[str, str], local_rank: int | None, timeout: float,
     if driver is None:
         why = "skipped: no NVIDIA driver here (libcuda.so.1 does not load), so no GPU to check"
         return results + [skipped(i, why, torch_cuda=torch.version.cuda) for i in ids]
-    dmaj, dmin = driver_version_tuple(driver)
+    dmaj, dmin = cuda_version_tuple(driver)
     if not driver_supports(torch.version.cuda, driver):
         results.append(failed("nccl.cuda_driver", f"the driver supports CUDA {dmaj}.{dmin}, but "
                               f"torch is built for CUDA {torch.version.cuda}",

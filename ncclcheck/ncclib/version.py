@@ -1,4 +1,5 @@
-"""NCCL version numbers: the integer ncclGetVersion returns, and the labels people write.
+"""NCCL and CUDA version numbers: the integers the libraries return, the labels people write,
+and NCCL's own version line in a log.
 
 NCCL packs x.y.z into one integer, with two encodings: x*1000 + y*100 + z up to 2.8, and
 x*10000 + y*100 + z from 2.9 on (nccl.h's NCCL_VERSION macro). Codes below 2900 are the old
@@ -11,6 +12,9 @@ import re
 from dataclasses import dataclass
 
 OLD_ENCODING_LIMIT = 2900
+# NCCL's version line ("NCCL version 2.18.5+cuda12.2"): the version, then the build it names.
+LOG_LINE = re.compile(r"NCCL version (?P<version>\d+\.\d+\.\d+)(?P<build>\S*)")
+_BUILD_CUDA = re.compile(r"\+cuda(?P<cuda>\d+\.\d+)")
 _LABEL = re.compile(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?(?:[-+._]([0-9A-Za-z.+_-]*))?\s*$")
 
 
@@ -109,3 +113,15 @@ def version_text(value: object) -> str | None:
     """"2.21.5" for any form ``from_any`` reads (what reports show); None when unreadable."""
     version = from_any(value)
     return str(version) if version else None
+
+
+def build_cuda(build: str) -> str | None:
+    """The CUDA version a version line's build names ("+cuda12.2" -> "12.2"), else None."""
+    found = _BUILD_CUDA.search(build)
+    return found.group("cuda") if found else None
+
+
+def cuda_version_tuple(code: int) -> tuple[int, int]:
+    """A CUDA version code as cuDriverGetVersion (and NCCL's ``cudaDriverVersion``) gives it:
+    12040 -> (12, 4)."""
+    return code // 1000, (code % 1000) // 10

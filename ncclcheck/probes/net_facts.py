@@ -117,7 +117,7 @@ def nccl_rules_version(ctx: ProbeContext) -> str | None:
     if ctx.options.net.nccl_version:
         return str(ctx.options.net.nccl_version)
     try:
-        from ncclcheck.ncclib import discover
+        from ncclcheck.ncclib.discovery import discover
         winner = discover(ctx.env).winner
         if winner is not None and winner.version:
             return winner.version
