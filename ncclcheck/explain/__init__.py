@@ -1,6 +1,6 @@
 """Post-mortem: read failed runs' logs, find the root cause and say how to fix it.
 
-The catalogue (``catalogue.toml``) is the single source of failure texts; probes use
+The catalogue (``signatures/*.toml``) is the single source of failure texts; probes use
 ``signature(id).render(facts)`` so a failure reads the same before and after a run.
 """
 

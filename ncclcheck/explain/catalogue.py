@@ -29,8 +29,10 @@ from ncclcheck.ncclib.version import version_text
 
 if sys.version_info >= (3, 11):
     import tomllib
+    from importlib.resources.abc import Traversable
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
+    from importlib.abc import Traversable
 
 CATALOGUE_DIR = "signatures"  # under ncclcheck/explain/: one *.toml file per family
 # How a signature claims a line that several signatures match (see ``claim_level``).
@@ -270,11 +272,15 @@ def files() -> dict[str, tuple[str, ...]]:
     return {name: tuple(sig.id for sig in sigs) for name, sigs in _by_file().items()}
 
 
+def folder() -> Traversable:
+    """Where the catalogue's files are (inside the package)."""
+    return resources.files("ncclcheck.explain").joinpath(CATALOGUE_DIR)
+
+
 @lru_cache(maxsize=1)
 def _by_file() -> dict[str, tuple[Signature, ...]]:
-    folder = resources.files("ncclcheck.explain").joinpath(CATALOGUE_DIR)
     out: dict[str, tuple[Signature, ...]] = {}
-    for item in sorted(folder.iterdir(), key=lambda f: f.name):
+    for item in sorted(folder().iterdir(), key=lambda f: f.name):
         if item.name.endswith(".toml"):
             entries = tomllib.loads(item.read_text("utf-8")).get("signature", [])
             out[item.name[:-5]] = tuple(_build(entry, item.name) for entry in entries)
