@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ncclcheck.explain.catalogue import (Signature, UnknownSignature, line_signatures,
-                                         pci_bus_id, signature)
+from ncclcheck.explain.catalogue import Signature, UnknownSignature, line_signatures, signature
+from ncclcheck.explain.facts import pci_bus_id
 from ncclcheck.explain.docs import DOC_PATH, failures_markdown
 from ncclcheck.explain.engine import literal_index
 from ncclcheck.explain.matcher import Matcher

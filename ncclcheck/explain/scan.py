@@ -8,7 +8,6 @@ summary, up to a cap per file, since everything it reports is printed at communi
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from functools import partial
 from typing import BinaryIO, Callable, Collection, Iterable, Iterator
