@@ -31,7 +31,7 @@ def publish(port: int, world: int, ranks: list[int]) -> None:
     """Play ``ranks``: announce each, then report what the ranks family says for it."""
     from ncclcheck.cluster.identity import identity
     from ncclcheck.cluster.session import ClusterSession, open_store
-    from ncclcheck.context import ProbeContext
+    from ncclcheck.context import ProbeContext, ProbeOptions, RanksOptions
     from ncclcheck.launchers import read_layout
     from ncclcheck.probes.ranks import probe
 
@@ -43,7 +43,8 @@ def publish(port: int, world: int, ranks: list[int]) -> None:
         session = ClusterSession(store, rank, world, rank % PER_NODE, rank // PER_NODE, host,
                                  "127.0.0.1", port)
         session.announce(identity(layout, host, env))
-        ctx = ProbeContext(env=env, host=host, options={"visible_gpus": PER_NODE})
+        ctx = ProbeContext(env=env, host=host,
+                           options=ProbeOptions(ranks=RanksOptions(visible_gpus=PER_NODE)))
         results = probe(ctx)
         for result in results:
             result.host, result.rank = host, rank
