@@ -122,7 +122,7 @@ def main() -> None:
     parser.add_argument("--show-misses", action="store_true",
                         help="list every miss and false alarm (use on dev only)")
     parser.add_argument("--smoke", action="store_true",
-                        help=f"score every {SMOKE_STRIDE}th log only (a quick run of the code path)")
+                        help=f"score every {SMOKE_STRIDE}th log only (a quick run of the code)")
     args = parser.parse_args()
     world = load(WORLD / "index.toml")
     if args.smoke:

@@ -40,7 +40,7 @@ def main() -> None:
     parser.add_argument("--show-misses", choices=("A", "B"),
                         help="list the misses of one half (only the half you design on)")
     parser.add_argument("--smoke", action="store_true",
-                        help=f"score every {SMOKE_STRIDE}th log only (a quick run of the code path)")
+                        help=f"score every {SMOKE_STRIDE}th log only (a quick run of the code)")
     args = parser.parse_args()
     halves = dev_halves()
     if args.smoke:

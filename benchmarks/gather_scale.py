@@ -110,7 +110,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="64,256,1024")
     parser.add_argument("--publishers", type=int, default=4)
     parser.add_argument("--smoke", action="store_true",
-                        help="one small size (16 ranks, 2 publishers): a quick run of the code path")
+                        help="one small size (16 ranks, 2 publishers): a quick run of the code")
     args = parser.parse_args()
     if args.smoke:
         vars(args).update(SMOKE)
