@@ -9,6 +9,7 @@ and keeps its best time per size, so one noisy run does not decide; the two side
 going first.
 
     python benchmarks/bench_fidelity.py --nproc 2 --max-bytes 64M --repeats 2
+    python benchmarks/bench_fidelity.py --smoke   # 2 ranks, 64 KB..1 MB, one repeat: seconds
 """
 
 from __future__ import annotations
@@ -50,8 +51,15 @@ dist.destroy_process_group()
 """
 
 
-def bare_loop(sizes: list[int], nproc: int, iters: int, warmup: int, dtype: str) -> list[float]:
-    """Seconds per iteration (slowest rank) for each size, from the plain loop above."""
+# --smoke: the same two sides on a few small sizes, once (seconds; a check that both still run)
+SMOKE = {"nproc": 2, "min_bytes": "64K", "max_bytes": "1M", "iters": 3, "warmup": 1,
+         "repeats": 1, "budget": 60.0}
+
+
+def bare_loop(sizes: list[int], nproc: int, iters: int, warmup: int, dtype: str,
+              budget: float) -> list[float]:
+    """Seconds per iteration (slowest rank) for each size, from the plain loop above; every
+    rank is killed when the loop is not done within ``budget`` seconds."""
     port = free_port()
     procs = []
     for rank in range(nproc):
@@ -60,15 +68,26 @@ def bare_loop(sizes: list[int], nproc: int, iters: int, warmup: int, dtype: str)
         procs.append(subprocess.Popen(
             [sys.executable, "-c", BARE_LOOP, json.dumps([sizes, iters, warmup, dtype])],
             stdout=subprocess.PIPE, text=True, env=env))
-    outputs = [p.communicate(timeout=600)[0] for p in procs]
+    deadline = time.monotonic() + budget
+    try:
+        outputs = [p.communicate(timeout=max(1.0, deadline - time.monotonic()))[0]
+                   for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    failed = {rank: p.returncode for rank, p in enumerate(procs) if p.returncode != 0}
+    if failed:
+        raise SystemExit(f"the bare loop failed: exit codes by rank {failed}")
     return json.loads(outputs[0])
 
 
 def ncclcheck_sweep(sizes: list[int], nproc: int, iters: int, warmup: int,
-                    dtype: str) -> list[float]:
-    config = SweepConfig("gloo", sizes, dtype, iters, warmup, collective_timeout=120.0,
-                         deadline=time.time() + 600)
-    result = run_standalone(config, nproc, dict(os.environ), time.monotonic() + 600)
+                    dtype: str, budget: float) -> list[float]:
+    config = SweepConfig("gloo", sizes, dtype, iters, warmup,
+                         collective_timeout=min(120.0, budget), deadline=time.time() + budget)
+    result = run_standalone(config, nproc, dict(os.environ), time.monotonic() + budget)
     rows = job_rows(result)
     if len(rows) != len(sizes):
         raise SystemExit(f"ncclcheck's sweep did not complete: {result.outcomes}")
@@ -85,7 +104,13 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--budget", type=float, default=600.0,
+                        help="seconds each side's run may take before it is stopped")
+    parser.add_argument("--smoke", action="store_true",
+                        help="2 ranks, 64 KB to 1 MB, 3 iterations, one repeat (seconds)")
     args = parser.parse_args()
+    if args.smoke:
+        vars(args).update(SMOKE)
     sizes = sweep_sizes(parse_size(args.min_bytes), parse_size(args.max_bytes), args.factor,
                         args.dtype)
     ours = [float("inf")] * len(sizes)
@@ -94,12 +119,15 @@ def main() -> None:
         # alternate which side goes first, so a change in machine load hits both alike
         for side in (("ours", "bare") if repeat % 2 == 0 else ("bare", "ours")):
             if side == "ours":
-                times = ncclcheck_sweep(sizes, args.nproc, args.iters, args.warmup, args.dtype)
+                times = ncclcheck_sweep(sizes, args.nproc, args.iters, args.warmup, args.dtype,
+                                        args.budget)
                 ours = [min(a, b) for a, b in zip(ours, times)]
             else:
-                times = bare_loop(sizes, args.nproc, args.iters, args.warmup, args.dtype)
+                times = bare_loop(sizes, args.nproc, args.iters, args.warmup, args.dtype,
+                                  args.budget)
                 bare = [min(a, b) for a, b in zip(bare, times)]
-    print(f"# gloo, {args.nproc} ranks, {args.dtype}, {args.iters} iters, best of {args.repeats}")
+    print(f"# gloo, {args.nproc} ranks, {args.dtype}, {args.iters} iters, best of {args.repeats}"
+          + ("; smoke: too few iterations to judge the ratio" if args.smoke else ""))
     print(f"{'size':>10}  {'ncclcheck busbw':>15}  {'bare busbw':>10}  {'ratio':>6}")
     worst = None
     for nbytes, t_ours, t_bare in zip(sizes, ours, bare):

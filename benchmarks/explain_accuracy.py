@@ -1,6 +1,6 @@
 """How often `ncclcheck explain` names the right root cause on real logs from the world.
 
-    python benchmarks/explain_accuracy.py [--split dev|test|all] [--show-misses]
+    python benchmarks/explain_accuracy.py [--split dev|test|all] [--show-misses] [--smoke]
 
 Reads tests/data/logs/world/index.toml: logs copied verbatim from public issue threads and Q&A
 pages, each labelled with the category the thread established, split by thread into dev (for
@@ -10,6 +10,8 @@ on clean logs (a finding with a category on a log whose run was healthy), the co
 between categories, and, apart, the project's own corpus (tests/data/logs/index.toml).
 Next to explain's figures: the accuracy of a blind reading (world/blind_reading.toml, the
 category a reader gave each log from the log alone), i.e. how much the logs themselves show.
+``--smoke`` scores every SMOKE_STRIDE-th log of each index only (a fixed subset, seconds), so
+the test suite can run this script's whole code path; its figures are not the accuracy.
 """
 
 from __future__ import annotations
@@ -28,6 +30,12 @@ from ncclcheck.explain.engine import explain
 
 LOGS = Path(__file__).resolve().parents[1] / "tests" / "data" / "logs"
 WORLD = LOGS / "world"
+SMOKE_STRIDE = 10  # --smoke keeps every 10th log of an index: a fixed subset of each split
+
+
+def smoke_subset(entries: list[dict]) -> list[dict]:
+    """The logs ``--smoke`` scores: a deterministic tenth, in the index's order."""
+    return entries[::SMOKE_STRIDE]
 
 
 def load(index: Path) -> list[dict]:
@@ -113,14 +121,22 @@ def main() -> None:
     parser.add_argument("--split", choices=("dev", "test", "all"), default="all")
     parser.add_argument("--show-misses", action="store_true",
                         help="list every miss and false alarm (use on dev only)")
+    parser.add_argument("--smoke", action="store_true",
+                        help=f"score every {SMOKE_STRIDE}th log only (a quick run of the code)")
     args = parser.parse_args()
     world = load(WORLD / "index.toml")
+    if args.smoke:
+        print(f"# smoke: every {SMOKE_STRIDE}th log of each index; not the accuracy")
     splits = ("dev", "test") if args.split == "all" else (args.split,)
     for split in splits:
         entries = [e for e in world if e["split"] == split]
+        if args.smoke:
+            entries = smoke_subset(entries)
         report(f"world/{split}", score(entries, WORLD, args.show_misses and split == "dev",
                                        readings()))
     own = load(LOGS / "index.toml")
+    if args.smoke:
+        own = smoke_subset(own)
     for e in own:
         e["category"] = e["category"] if e["root"] else ""
     report("own corpus", score(own, LOGS, False))

@@ -7,6 +7,7 @@ Prints, per size: the gather (read every announcement and report), the aggregati
 per check and the cluster checks), and rendering the table and the JSON document.
 
     python benchmarks/gather_scale.py [--sizes 64,256,1024] [--publishers 4]
+    python benchmarks/gather_scale.py --smoke   # 16 ranks (two nodes), 2 publishers: seconds
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import multiprocessing
 import time
 
 PER_NODE = 8
+PATIENCE = 60.0  # seconds the publishers and the gather may take, per size
+SMOKE = {"sizes": "16", "publishers": 2}  # --smoke: two nodes' worth of ranks
 
 
 def rank_env(rank: int, world: int, port: int) -> dict[str, str]:
@@ -31,11 +34,11 @@ def publish(port: int, world: int, ranks: list[int]) -> None:
     """Play ``ranks``: announce each, then report what the ranks family says for it."""
     from ncclcheck.cluster.identity import identity
     from ncclcheck.cluster.session import ClusterSession, open_store
-    from ncclcheck.context import ProbeContext
+    from ncclcheck.context import ProbeContext, ProbeOptions, RanksOptions
     from ncclcheck.launchers import read_layout
     from ncclcheck.probes.ranks import probe
 
-    store = open_store("127.0.0.1", port, False, 60)
+    store = open_store("127.0.0.1", port, False, PATIENCE)
     for rank in ranks:
         env = rank_env(rank, world, port)
         host = f"node{rank // PER_NODE}"
@@ -43,7 +46,8 @@ def publish(port: int, world: int, ranks: list[int]) -> None:
         session = ClusterSession(store, rank, world, rank % PER_NODE, rank // PER_NODE, host,
                                  "127.0.0.1", port)
         session.announce(identity(layout, host, env))
-        ctx = ProbeContext(env=env, host=host, options={"visible_gpus": PER_NODE})
+        ctx = ProbeContext(env=env, host=host,
+                           options=ProbeOptions(ranks=RanksOptions(visible_gpus=PER_NODE)))
         results = probe(ctx)
         for result in results:
             result.host, result.rank = host, rank
@@ -58,7 +62,7 @@ def measure(world: int, publishers: int) -> dict[str, float]:
     from ncclcheck.model import CheckResult, Report
     from ncclcheck.report import render
 
-    store = open_store("127.0.0.1", 0, True, 60)
+    store = open_store("127.0.0.1", 0, True, PATIENCE)
     session = ClusterSession(store, 0, world, 0, 0, "node0", "127.0.0.1", store.port)
     shares = [list(range(i, world, publishers)) for i in range(publishers)]
     began = time.perf_counter()
@@ -66,14 +70,23 @@ def measure(world: int, publishers: int) -> dict[str, float]:
              for share in shares]
     for proc in procs:
         proc.start()
+    deadline = time.monotonic() + PATIENCE
     for proc in procs:
-        proc.join()
+        proc.join(max(0.0, deadline - time.monotonic()))
+    for proc in procs:
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
+    failed = [proc.exitcode for proc in procs if proc.exitcode != 0]
+    if failed:
+        raise SystemExit(f"{len(failed)} of {publishers} publishers failed (exit codes {failed})")
     published = time.perf_counter() - began
 
     t0 = time.perf_counter()
-    job, reports = read_gathered(session, world, PER_NODE, time.monotonic() + 60)
+    job, reports = read_gathered(session, world, PER_NODE, time.monotonic() + PATIENCE)
     gathered = time.perf_counter() - t0
-    assert len(reports) == world, f"only {len(reports)} of {world} reports"
+    if len(reports) != world:
+        raise SystemExit(f"only {len(reports)} of {world} reports")
 
     t1 = time.perf_counter()
     results = [CheckResult.from_dict(d) for slot in sorted(reports) for d in reports[slot]]
@@ -96,7 +109,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="64,256,1024")
     parser.add_argument("--publishers", type=int, default=4)
+    parser.add_argument("--smoke", action="store_true",
+                        help="one small size (16 ranks, 2 publishers): a quick run of the code")
     args = parser.parse_args()
+    if args.smoke:
+        vars(args).update(SMOKE)
     print(f"{'ranks':>6} {'results':>8} {'gather (s)':>11} {'aggregate (s)':>14} "
           f"{'table (s)':>10} {'json (s)':>9} {'json (MB)':>10} {'table lines':>12} "
           f"{'publish (s)':>12}")

@@ -1,0 +1,83 @@
+"""Every script in benchmarks/ still runs: each has a --smoke mode (the same code path on tiny
+sizes) and the suite runs it, so a change elsewhere cannot leave a benchmark broken unnoticed.
+
+Scripts are found by a glob, so a new one is picked up (and must have --smoke). The numbers are
+not judged here: speed and memory targets are the benchmarks' own business.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = sorted(path.name for path in (ROOT / "benchmarks").glob("*.py"))
+
+# Smokes that take tens of seconds (multi-process sweeps, three engines over two logs): these
+# run in the full suite only. Every other script's smoke takes a few seconds and stays in the
+# quick loop.
+SLOW_SMOKES = {
+    "bench_fidelity.py",  # ncclcheck's sweep and a bare torch.distributed loop, 2 ranks each
+    "explain_speed.py",  # a child explain per engine and log, pure-Python engines at ~0.4 MB/s
+}
+QUICK_DEADLINE_S = 120.0
+SLOW_DEADLINE_S = 300.0
+A_NUMBER = re.compile(r"\d+\.\d+")
+
+
+def _smoke_case(name: str):
+    marks = [pytest.mark.slow] if name in SLOW_SMOKES else []
+    return pytest.param(name, marks=marks, id=name.removesuffix(".py"))
+
+
+def test_benchmarks_are_found():
+    assert SCRIPTS, "no benchmarks/*.py found"
+
+
+def test_the_slow_list_names_only_existing_scripts():
+    assert SLOW_SMOKES <= set(SCRIPTS), SLOW_SMOKES - set(SCRIPTS)
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_every_benchmark_has_a_smoke_mode(name):
+    source = (ROOT / "benchmarks" / name).read_text("utf-8")
+    assert '"--smoke"' in source, f"benchmarks/{name} has no --smoke flag"
+    assert "--smoke" in source.split('"""')[1], f"benchmarks/{name}: usage lines lack --smoke"
+
+
+def _kill_group(group: int) -> None:
+    try:
+        os.killpg(group, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _run_smoke(name: str, deadline: float) -> subprocess.CompletedProcess:
+    """``python benchmarks/NAME --smoke`` in its own process group, which is killed whole
+    (worker and publisher processes too) when it runs past ``deadline`` seconds."""
+    argv = [sys.executable, str(ROOT / "benchmarks" / name), "--smoke"]
+    child = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, start_new_session=True)
+    try:
+        stdout, stderr = child.communicate(timeout=deadline)
+    except subprocess.TimeoutExpired:
+        _kill_group(child.pid)
+        stdout, stderr = child.communicate()
+        pytest.fail(f"benchmarks/{name} --smoke ran past {deadline:.0f} s\n"
+                    f"stdout:\n{stdout[-3000:]}\nstderr:\n{stderr[-3000:]}")
+    _kill_group(child.pid)  # nothing the script started outlives it
+    return subprocess.CompletedProcess(argv, child.returncode, stdout, stderr)
+
+
+@pytest.mark.parametrize("name", [_smoke_case(name) for name in SCRIPTS])
+def test_benchmark_smoke_runs_and_prints_numbers(name):
+    done = _run_smoke(name, SLOW_DEADLINE_S if name in SLOW_SMOKES else QUICK_DEADLINE_S)
+    tail = f"stdout:\n{done.stdout[-3000:]}\nstderr:\n{done.stderr[-3000:]}"
+    assert done.returncode == 0, f"benchmarks/{name} --smoke exited {done.returncode}\n{tail}"
+    assert A_NUMBER.search(done.stdout), f"benchmarks/{name} --smoke printed no numbers\n{tail}"
