@@ -283,3 +283,10 @@ def test_the_registry_still_declares_the_lightning_checks():
     ids = {s.id for s in load_registry().family("ranks")}
     assert {"ranks.lightning.environment", "ranks.lightning.live",
             "ranks.cluster_env.interface", "ranks.cluster_env.torchrun"} <= ids
+
+
+def test_the_declared_grid_launchers_are_the_ones_the_grid_runs():
+    """The declarations name the launchers without importing ncclcheck.lightning."""
+    from ncclcheck.lightning.launch_styles import LIGHTNING, SLURM, TORCHRUN
+    from ncclcheck.probes.lightning_checks import GRID_LAUNCHERS
+    assert GRID_LAUNCHERS == tuple((s.name, s.title) for s in (TORCHRUN, LIGHTNING, SLURM))

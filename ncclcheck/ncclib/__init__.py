@@ -5,14 +5,7 @@
 * ``plugins``: net / tuner / profiler / env plugins and their API versions;
 * ``settings`` / ``known_names`` / ``config_files``: the settings linter;
 * ``gpu``: GPU and CUDA readiness; ``version``: NCCL version codes and labels.
+
+Import the module you need: this file imports none of them, so that reading a version
+(``ncclcheck.cluster.identity``) does not load the linter and the ELF reader.
 """
-
-from ncclcheck.ncclib.discovery import Discovery, LibraryCopy, discover
-from ncclcheck.ncclib.loader import LibraryAnswer, ask_library
-from ncclcheck.ncclib.plugins import KINDS, find_plugins, judge, supported_versions
-from ncclcheck.ncclib.settings import LintFacts, Verdict, lint
-from ncclcheck.ncclib.version import NcclVersion, decode, encode, parse_label
-
-__all__ = ["Discovery", "LibraryCopy", "discover", "LibraryAnswer", "ask_library", "KINDS",
-           "find_plugins", "judge", "supported_versions", "LintFacts", "Verdict", "lint",
-           "NcclVersion", "decode", "encode", "parse_label"]

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from ncclcheck.context import ProbeContext
 from ncclcheck.launchers import Layout, read_layout
-from ncclcheck.ncclib import discover
+from ncclcheck.ncclib.discovery import discover
 from ncclcheck.ncclib.config_files import nccl_environment
 from ncclcheck.ncclib.wheel import installed_nccl_version
 from ncclcheck.network.interfaces import (IbPort, Interface, NcclPrediction, SocketChoice,
