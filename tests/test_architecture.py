@@ -11,6 +11,7 @@ registry imports by name, so that no circle hides behind a deferred import or a 
 from __future__ import annotations
 
 import ast
+import json
 import subprocess
 import sys
 import textwrap
@@ -20,13 +21,17 @@ from pathlib import Path
 
 import pytest
 
+from ncclcheck.lightning.launch_styles import LIGHTNING, SLURM, TORCHRUN
+from ncclcheck.probes.lightning_checks import GRID_LAUNCHERS
+from ncclcheck.registry_load import load_registry
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "ncclcheck"
 MAX_LINES = 400
 
-# Third-party packages a function may import, because importing them costs seconds or they
-# are optional extras; each such import line (or the line above it) says why in a
-# ``# deferred:`` comment.
+# Third-party packages a function may import, because importing them is slow or they are
+# optional extras; each such import line (or the line above it) says why in a ``# deferred:``
+# comment.
 DEFERRED_PACKAGES = frozenset({
     "torch",  # seconds to import; only the families that talk to GPUs or build process groups
     "lightning", "pytorch_lightning",  # optional extra, seconds to import
@@ -266,20 +271,33 @@ def test_no_module_is_longer_than_the_limit():
     "from ncclcheck.registry_load import load_registry; load_registry()",
 ])
 def test_the_probes_and_the_registry_load_neither_lightning_nor_torch(code):
+    assert _loaded_after(code, ("torch", "lightning", "pytorch_lightning",
+                                "ncclcheck.lightning")) == []
+
+
+def test_the_command_line_loads_a_command_s_machinery_only_when_it_runs():
+    """What cli.py defers, so that --help and `ncclcheck explain` stay quick."""
+    assert _loaded_after("import ncclcheck.cli", ("torch", "ncclcheck.runner",
+                                                  "ncclcheck.lightning", "ncclcheck.explain")) == []
+
+
+def _loaded_after(code: str, names: tuple[str, ...]) -> list[str]:
+    """The modules among ``names`` (and their submodules) a fresh interpreter holds after
+    running ``code``."""
     check = textwrap.dedent(f"""
-        import sys
+        import json, sys
         {code}
-        print(sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "lightning",
-                     "pytorch_lightning") or m.startswith("ncclcheck.lightning")))
+        names = {names!r}
+        print(json.dumps(sorted(m for m in sys.modules
+                                if any(m == n or m.startswith(n + ".") for n in names))))
     """)
     done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True,
                           timeout=120, check=True)
-    assert done.stdout.strip() == "[]"
+    return json.loads(done.stdout)
 
 
 def test_the_registry_still_declares_the_lightning_checks():
     """The Lightning rows stay listed although building the registry imports no Lightning."""
-    from ncclcheck.registry_load import load_registry
     ids = {s.id for s in load_registry().family("ranks")}
     assert {"ranks.lightning.environment", "ranks.lightning.live",
             "ranks.cluster_env.interface", "ranks.cluster_env.torchrun"} <= ids
@@ -287,6 +305,4 @@ def test_the_registry_still_declares_the_lightning_checks():
 
 def test_the_declared_grid_launchers_are_the_ones_the_grid_runs():
     """The declarations name the launchers without importing ncclcheck.lightning."""
-    from ncclcheck.lightning.launch_styles import LIGHTNING, SLURM, TORCHRUN
-    from ncclcheck.probes.lightning_checks import GRID_LAUNCHERS
     assert GRID_LAUNCHERS == tuple((s.name, s.title) for s in (TORCHRUN, LIGHTNING, SLURM))
