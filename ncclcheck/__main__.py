@@ -1,5 +1,6 @@
 """`python -m ncclcheck`."""
 
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -17,7 +18,6 @@ def _unshadow_package() -> None:
     package = sys.modules.get("ncclcheck")
     if package is None or getattr(package, "__file__", None) is not None:
         return
-    import importlib.util
     here = Path(__file__).resolve().parent
     spec = importlib.util.spec_from_file_location(
         "ncclcheck", here / "__init__.py", submodule_search_locations=[str(here)])

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 import click
 
 from ncclcheck import __version__
-from ncclcheck.bench.cli_options import bench_options
+from ncclcheck.bench.cli_options import bench_options, make_options
 from ncclcheck.cli_params import FiniteSeconds, writable_path
-
-if TYPE_CHECKING:
-    from ncclcheck.context import ProbeOptions
+from ncclcheck.context import NcclOptions, NetOptions, ProbeOptions, RanksOptions
+from ncclcheck.probes import FAMILY_NAMES
+from ncclcheck.registry import UnknownCheck
+from ncclcheck.registry_load import load_registry
+from ncclcheck.registry_render import render_list, render_one
 
 FORMATS = ("table", "json", "markdown")
 MAX_STARTUP_S = 60.0  # older than this, the process did not just start for this command
@@ -92,10 +95,10 @@ def probe_options(func: Callable) -> Callable:
 
 
 def _run(families: list[str], fmt: str, junit: str | None, timeout: float, strict: bool,
-         nodes: int | None, gpus_per_node: int | None, options: "ProbeOptions | None" = None
+         nodes: int | None, gpus_per_node: int | None, options: ProbeOptions | None = None
          ) -> None:
     """Every probe command ends here: one library call, then its exit code."""
-    from ncclcheck.context import ProbeOptions
+    # deferred: the runner loads every family's machinery, which --help and explain do not need
     from ncclcheck.runner import Output, Request, check, finish
     context = click.get_current_context()
     started = context.obj if isinstance(context.obj, float) else None
@@ -112,7 +115,6 @@ def _run(families: list[str], fmt: str, junit: str | None, timeout: float, stric
 def _family_list(value: str | None, option: str) -> list[str]:
     """The families a --checks/--skip value names; None (not given) is []; a value that names
     none (``,,``) is a usage error, never "all"."""
-    from ncclcheck.probes import FAMILY_NAMES
     if value is None:
         return []
     names = [v.strip() for v in value.split(",") if v.strip()]
@@ -129,7 +131,6 @@ def _family_list(value: str | None, option: str) -> list[str]:
 def chosen_families(checks: str | None, skip: str | None, no_bench: bool) -> list[str]:
     """The families `run` runs; leaving none to run is a usage error (a CI gate that checks
     nothing must not pass)."""
-    from ncclcheck.probes import FAMILY_NAMES
     chosen = _family_list(checks, "--checks") or list(FAMILY_NAMES)
     skipped = set(_family_list(skip, "--skip")) | ({"bench"} if no_bench else set())
     families = [f for f in chosen if f not in skipped]
@@ -183,15 +184,16 @@ def ranks(fmt, junit, timeout, strict, nodes, gpus_per_node, lightning, cluster_
       ncclcheck ranks --lightning --num-nodes 2 --devices 4
       ncclcheck ranks --cluster-env my_envs:MyEnvironment --nodes 2 --gpus-per-node 4
     """
+    options = RanksOptions(lightning=lightning, cluster_env=cluster_env)
     if lightning or cluster_env:
-        from ncclcheck.lightning.probe import validate_options
+        # deferred: only these options load ncclcheck.lightning (and, through it, the runner)
+        from ncclcheck.lightning.probe import ranks_options, validate_options
         try:
             validate_options(lightning, cluster_env, within=timeout)
         except (RuntimeError, ValueError) as exc:
             raise UsageFailure(str(exc).splitlines()[0]) from None
-    from ncclcheck.context import ProbeOptions, RanksOptions
-    _run(["ranks"], fmt, junit, timeout, strict, nodes, gpus_per_node,
-         ProbeOptions(ranks=RanksOptions(lightning=lightning, cluster_env=cluster_env)))
+        options = ranks_options(lightning, cluster_env)
+    _run(["ranks"], fmt, junit, timeout, strict, nodes, gpus_per_node, ProbeOptions(ranks=options))
 
 
 @cli.command()
@@ -210,7 +212,6 @@ def net(fmt, junit, timeout, strict, nodes, gpus_per_node, mesh_full_max,
       NCCL_SOCKET_IFNAME=eth0 MASTER_ADDR=node0 MASTER_PORT=29500 ncclcheck net
       torchrun --nnodes 4 --nproc-per-node 8 ... -m ncclcheck net   # + node-to-node mesh
     """
-    from ncclcheck.context import NetOptions, ProbeOptions
     _run(["net"], fmt, junit, timeout, strict, nodes, gpus_per_node,
          ProbeOptions(net=NetOptions(mesh_full_max=mesh_full_max,
                                      mesh_connect_timeout=mesh_connect_timeout)))
@@ -228,8 +229,6 @@ def bench(fmt, junit, timeout, strict, nodes, gpus_per_node, **sweep) -> None:
       ncclcheck bench --backend gloo --nproc 4 --max-bytes 16M
       torchrun --nnodes 2 --nproc-per-node 8 ... -m ncclcheck bench --min-busbw 150
     """
-    from ncclcheck.bench.cli_options import make_options
-    from ncclcheck.context import ProbeOptions
     _run(["bench"], fmt, junit, timeout, strict, nodes, gpus_per_node,
          ProbeOptions(bench=make_options(**sweep)))
 
@@ -247,7 +246,6 @@ def nccl(fmt, junit, timeout, strict, nodes, gpus_per_node, nccl_lib) -> None:
       NCCL_VERSION=2.11.4-1 NCCL_SOCKET_IFNAME=eth0 NCCL_DEBUG=INFO \\
         NCCL_NSOCKS_PERTHREAD=4 NCCL_SOCKET_NTHREADS=4 ncclcheck nccl
     """
-    from ncclcheck.context import NcclOptions, ProbeOptions
     _run(["nccl"], fmt, junit, timeout, strict, nodes, gpus_per_node,
          ProbeOptions(nccl=NcclOptions(nccl_lib=nccl_lib)))
 
@@ -268,8 +266,6 @@ def checks(check_id, fmt) -> None:
       ncclcheck checks net.nccl_interface
       ncclcheck checks --format json
     """
-    from ncclcheck.registry import UnknownCheck, load_registry
-    from ncclcheck.registry_render import render_list, render_one
     registry = load_registry()
     if check_id is None:
         click.echo(render_list(registry.specs, fmt))
@@ -298,6 +294,7 @@ def explain(paths, fmt, exit_code, list_catalogue) -> None:
       ncclcheck explain slurm-1234.out
       kubectl logs job/train | ncclcheck explain --format json
     """
+    # deferred: explain's catalogue and engine, which the other commands and --help do not need
     from ncclcheck.explain.cli import run_explain
     sys.exit(run_explain(list(paths), fmt, exit_code, list_catalogue, UsageFailure))
 
@@ -307,7 +304,6 @@ def process_started() -> float | None:
     the command's start (interpreter and imports take seconds on a loaded host); None when
     /proc does not say or the process is older than a command's start-up (main() called by a
     long-running program)."""
-    import time
     try:
         after_name = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
         start_ticks = int(after_name[19])  # field 22, starttime, in clock ticks since boot

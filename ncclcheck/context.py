@@ -7,9 +7,10 @@ import os
 import socket
 import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from ncclcheck.bench.options import BenchOptions
+from ncclcheck.model import CheckResult
 
 
 @dataclass(frozen=True)
@@ -19,10 +20,22 @@ class RanksOptions:
     lightning: bool = False
     cluster_env: str | None = None  # "MODULE:CLASS"
     visible_gpus: int | None = None  # the GPU count to assume instead of asking torch (tests)
+    # What reports the Lightning checks, handed in by the caller that asks for them
+    # (``ncclcheck.lightning.probe.ranks_options``), so that the ranks family never imports
+    # the Lightning-facing code itself.
+    lightning_part: Callable[[ProbeContext], list[CheckResult]] | None = None
 
     @property
     def wants_lightning(self) -> bool:
         return self.lightning or bool(self.cluster_env)
+
+    def lightning_results(self, ctx: ProbeContext) -> list[CheckResult]:
+        """The Lightning checks asked for, by the part the caller handed in."""
+        if self.lightning_part is None:
+            raise ValueError("Lightning checks asked for (lightning / cluster_env) without the "
+                             "part that runs them: build the options with "
+                             "ncclcheck.lightning.probe.ranks_options()")
+        return self.lightning_part(ctx)
 
 
 @dataclass(frozen=True)

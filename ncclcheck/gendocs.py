@@ -14,6 +14,11 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from ncclcheck.launchers import DETECTION_ORDER
+from ncclcheck.model import CATEGORIES
+from ncclcheck.registry_load import load_registry
+from ncclcheck.registry_render import markdown_table
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 SCHEMA = DOCS / "report.schema.json"
@@ -21,8 +26,6 @@ SCHEMA = DOCS / "report.schema.json"
 
 def family_checks(family: str) -> Callable[[], str]:
     def table() -> str:
-        from ncclcheck.registry import load_registry
-        from ncclcheck.registry_render import markdown_table
         return markdown_table(load_registry().family(family))
     return table
 
@@ -30,7 +33,6 @@ def family_checks(family: str) -> Callable[[], str]:
 def launcher_table() -> str:
     """One row per launcher, in detection order: its name, what it is, why it is detected
     (its own ``detect`` on an environment holding the variables it reads) and those variables."""
-    from ncclcheck.launchers import DETECTION_ORDER
     rows = ["| launcher | what | detected when, e.g. | variables read |", "|---|---|---|---|"]
     for cls in DETECTION_ORDER:
         reason = cls.detect({name: "0" for name in cls.variables}) or "—"
@@ -62,8 +64,6 @@ def fill(text: str, name: str, content: str, page: str) -> str:
 
 def schema_text(text: str) -> str:
     """The schema with its category enum and check-id families taken from the code."""
-    from ncclcheck.model import CATEGORIES
-    from ncclcheck.registry import load_registry
     quoted = [f'"{c}"' for c in CATEGORIES]
     lines, line = [], ""
     for item in quoted:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import glob
+import os
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -29,15 +31,13 @@ def parse_visible_devices(value: str) -> list[str] | None:
 def nvidia_driver_loaded() -> bool:
     """Whether the NVIDIA kernel driver is loaded here (its /proc entry or a device node).
     Without it no torch build can see a GPU, so the answer needs no torch import."""
-    import glob
-    import os
     return os.path.exists("/proc/driver/nvidia/version") or bool(glob.glob("/dev/nvidia[0-9]*"))
 
 
 def visible_gpus(env: Mapping[str, str]) -> VisibleGpus:
     """GPUs visible to this process (CUDA_VISIBLE_DEVICES honoured), or count None if unknown."""
     try:
-        import torch  # lazy: only the probes that need a GPU count pay for it
+        import torch  # deferred: seconds to import; only the probes that need a GPU count pay
     except Exception as exc:  # torch missing or broken: the count is simply unknown
         return VisibleGpus(None, f"torch does not import ({type(exc).__name__})")
     try:

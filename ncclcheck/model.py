@@ -10,6 +10,9 @@ import enum
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
 
+from ncclcheck.redact import redact_value_tree
+from ncclcheck.version import __version__
+
 
 class Status(str, enum.Enum):
     """Outcome of one check, ordered from best to worst by ``severity``."""
@@ -215,9 +218,6 @@ class Report:
         return Report(self.rows, self.context, self.bench)
 
     def to_dict(self) -> dict[str, Any]:
-        from ncclcheck import __version__
-        from ncclcheck.redact import redact_value_tree
-
         data: dict[str, Any] = {
             "tool": "ncclcheck",
             "version": __version__,

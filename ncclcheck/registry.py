@@ -4,10 +4,14 @@ Each probe family module (and ``ncclcheck.cluster.checks`` for the job-wide rows
 ``CHECKS: tuple[CheckSpec, ...]``. ``ncclcheck checks``, the per-family tables in docs/ and
 the tests that every emitted id is known all read these declarations, so a check is described
 in one place only (as a ruff rule is).
+
+This module imports nothing of the package but the model, so every declaring module can use
+it; ``ncclcheck.registry_load`` collects the declarations.
 """
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 
 from ncclcheck.model import Category
@@ -40,19 +44,6 @@ class CheckSpec:
             stem = self.id[:-1]
             return check_id.startswith(stem) and len(check_id) > len(stem)
         return check_id == self.id
-
-
-# Besides each probe family's module (named by its entry in ncclcheck.probes.FAMILIES), the
-# job-wide rows live with the gather. A family's main module re-exports the checks of the
-# modules its functions live in; tests/test_registry.py fails when a module defines CHECKS that
-# no declaring module reaches.
-JOB_WIDE_MODULES: tuple[str, ...] = ("ncclcheck.cluster.checks", "ncclcheck.cluster.job")
-
-
-def declaring_modules() -> tuple[str, ...]:
-    """Every module whose ``CHECKS`` the registry collects: the families', then the job's."""
-    from ncclcheck.probes import FAMILIES
-    return tuple(f.target.partition(":")[0] for f in FAMILIES) + JOB_WIDE_MODULES
 
 
 class UnknownCheck(LookupError):
@@ -95,7 +86,6 @@ class Registry:
         return found
 
     def close_ids(self, query: str, limit: int = 3) -> list[str]:
-        import difflib
         ids = [s.id for s in self.specs]
         close = difflib.get_close_matches(query, ids, n=limit, cutoff=0.5)
         stem = query.rstrip(".*")
@@ -105,15 +95,3 @@ class Registry:
     def family(self, name: str) -> tuple[CheckSpec, ...]:
         return tuple(s for s in self.specs if s.family == name)
 
-
-def load_registry() -> Registry:
-    """Import the declaring modules (none imports torch) and the generic probe rows."""
-    import importlib
-
-    from ncclcheck.probes import FAMILY_NAMES
-
-    specs: list[CheckSpec] = []
-    for module in declaring_modules():
-        specs.extend(importlib.import_module(module).CHECKS)
-    specs.extend(probe_error_spec(name) for name in FAMILY_NAMES)
-    return Registry(tuple(specs))

@@ -15,9 +15,15 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any, Iterable, Mapping
 
+from ncclcheck.cluster.drain import DrainResult, describe, drain_for_report
+from ncclcheck.cluster.job import cluster_layout, run_cluster
+from ncclcheck.cluster.session import STORE_THREAD
 from ncclcheck.context import ProbeContext, ProbeOptions
+from ncclcheck.launchers import detect_launcher
 from ncclcheck.model import BenchSection, CheckResult, Report, Status
+from ncclcheck.probes import probe_families
 from ncclcheck.report import render, render_junit
+from ncclcheck.report.prometheus import write_prom_file
 
 
 ON_FAIL_ACTIONS = ("drain",)
@@ -72,7 +78,6 @@ def package_version(name: str) -> str | None:
 def report_context(ctx: ProbeContext, results: list[CheckResult]) -> dict[str, Any]:
     launcher = next((r.details.get("launcher") for r in results if r.id == "ranks.launcher"), None)
     if launcher is None:
-        from ncclcheck.launchers import detect_launcher
         launcher = detect_launcher(ctx.env)[0].name
     return {
         "host": ctx.host,
@@ -103,7 +108,6 @@ def act_on_failure(report: Report, output: Output) -> None:
     ``context.drain`` and say it on stderr. Nothing happens when nothing failed."""
     if output.on_fail != "drain":
         return
-    from ncclcheck.cluster.drain import DrainResult, describe, drain_for_report
     failing = any(c.status is Status.FAIL for c in report.checks)
     result = drain_for_report(report, os.environ) if failing else DrainResult()
     report.context["drain"] = result.to_dict()
@@ -118,7 +122,6 @@ def publish(report: Report, output: Output) -> int:
     if output.junit:
         write_junit(report, output.junit)
     if output.prom_file:
-        from ncclcheck.report.prometheus import write_prom_file
         write_prom_file(report, output.prom_file)
     if output.fmt is not None:
         sys.stdout.write(render(report, output.fmt) + "\n")
@@ -129,7 +132,6 @@ def publish(report: Report, output: Output) -> int:
 def run_checks(families: Iterable[str], ctx: ProbeContext,
                extra_checks: Iterable[CheckResult] = ()) -> Report:
     """Run the named probe families in this process and wrap the results in a Report."""
-    from ncclcheck.probes import probe_families
     probed = probe_families(families, ctx)
     extra = list(extra_checks)
     for result in extra:
@@ -151,13 +153,19 @@ def check(request: Request, *, env: Mapping[str, str] | None = None, output: Out
                        options=request.options)
     if request.started is not None:
         ctx.started = request.started
-    from ncclcheck.cluster.job import cluster_layout, run_cluster
     layout = None if local else cluster_layout(ctx.env)
-    if layout is not None:  # one of several ranks: rank 0 reports for the whole job
-        return run_cluster(list(request.families), ctx, layout, output, store_port,
-                           list(extra_checks))
-    report = run_checks(request.families, ctx, extra_checks)
-    return Outcome(publish(report, output), report)
+    if layout is None:
+        report = run_checks(request.families, ctx, extra_checks)
+        return Outcome(publish(report, output), report)
+    # one of several ranks: rank 0 reports for the whole job
+    found = run_cluster(list(request.families), ctx, layout, store_port, list(extra_checks))
+    if found.verdict is not None:  # in rank 0's report: nothing to print here
+        return Outcome(found.verdict.code, note=found.verdict.note)
+    report = build_report(ctx, found.checks, found.bench, rows=found.rows, cluster=found.cluster)
+    # Print before telling the others: once a rank exits 1, torchrun may SIGTERM this one.
+    code = publish(report, output)
+    found.conclude(code, report.status)
+    return Outcome(code, report, note=found.note(code) if output.fmt is not None else None)
 
 
 def finish(outcome: Outcome) -> int:
@@ -170,7 +178,6 @@ def finish(outcome: Outcome) -> int:
         sys.stderr.write(outcome.note + "\n")
     sys.stdout.flush()
     sys.stderr.flush()
-    from ncclcheck.cluster.session import STORE_THREAD
     if any(t.name == STORE_THREAD and t.is_alive() for t in threading.enumerate()):
         os._exit(outcome.code)
     return outcome.code

@@ -120,7 +120,7 @@ def pytest_sessionfinish(session, exitstatus):
     emitted = session.config.stash.get(_EMITTED, {})
     if not emitted:
         return
-    from ncclcheck.registry import load_registry
+    from ncclcheck.registry_load import load_registry
     registry = load_registry()
     unknown = {i: where for i, where in emitted.items() if registry.find(i) is None}
     if unknown:

@@ -17,7 +17,8 @@ from click.testing import CliRunner
 from ncclcheck.cli import cli
 from ncclcheck.model import Category
 from ncclcheck.probes import FAMILY_NAMES
-from ncclcheck.registry import CheckSpec, Registry, UnknownCheck, load_registry
+from ncclcheck.registry import CheckSpec, Registry, UnknownCheck
+from ncclcheck.registry_load import load_registry
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "ncclcheck"
@@ -141,7 +142,7 @@ def test_every_module_with_checks_is_reached_by_the_registry():
 
 
 def test_loading_the_registry_imports_neither_torch_nor_lightning():
-    code = ("import sys; from ncclcheck.registry import load_registry; load_registry(); "
+    code = ("import sys; from ncclcheck.registry_load import load_registry; load_registry(); "
             "print(sorted(m for m in ('torch', 'lightning', 'pytorch_lightning') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ncclcheck.model import BenchSection, Category, CheckResult, failed, passed, warned
+from ncclcheck.registry import CheckSpec
 
 from .faults import FAULT_VARIABLE
 from .metrics import (RankRow, SizeRow, average_busbw, combine_size, find_stragglers, significant,
@@ -350,8 +351,6 @@ def straggler_check(result: SweepResult, rows: list[SizeRow]) -> CheckResult | N
 
 # -- declarations: the checks above, for the registry (re-exported by ncclcheck.probes.bench) --
 def _declarations():
-    from ncclcheck.registry import CheckSpec
-
     return (
         CheckSpec("bench.allreduce", "every rank completed every size with correct values",
                   (Category.DUPLICATE_GPU, Category.TIMEOUT, Category.CONNECTION,

@@ -6,6 +6,8 @@ import glob
 from dataclasses import dataclass, replace
 from typing import Mapping
 
+from ncclcheck.gpus import visible_gpus
+
 BACKENDS = ("auto", "nccl", "gloo")
 
 
@@ -52,7 +54,6 @@ def cuda_gpu_count(env: Mapping[str, str]) -> int:
     """GPUs this process can use; torch is asked only when an NVIDIA device node exists."""
     if not glob.glob("/dev/nvidia[0-9]*"):
         return 0
-    from ncclcheck.gpus import visible_gpus
     return visible_gpus(env).count or 0
 
 

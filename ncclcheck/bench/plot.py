@@ -10,16 +10,16 @@ PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 def plot_missing_reason() -> str | None:
     """Why --plot cannot work here, or None."""
     try:
-        import matplotlib  # noqa: F401
+        import matplotlib  # noqa: F401  # deferred: optional extra, a quarter second to import
     except Exception:
         return "--plot needs matplotlib: pip install 'ncclcheck[plot]'"
     return None
 
 
 def draw(bench: dict[str, Any], path: str) -> None:
-    import matplotlib
+    import matplotlib  # deferred: optional extra, a quarter second to import; only --plot
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # deferred: after choosing the Agg backend
 
     rows = bench.get("rows", [])
     fig, ax = plt.subplots(figsize=(7, 4))

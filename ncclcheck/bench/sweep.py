@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import timedelta
 from typing import Any, Callable
 
 from .analysis import SweepResult
@@ -40,7 +41,7 @@ def run_on_cluster(config: SweepConfig, session: Any, deadline: float,
     Keys live under the store prefix "bench": device/R (NCCL device identity), pg/* (the
     process group), progress/R (last size started), result/R (the rank's outcome).
     """
-    import torch.distributed as dist
+    import torch.distributed as dist  # deferred: seconds to import; only a sweep needs it
 
     store = dist.PrefixStore("bench", session.store)
     rank, world = int(session.rank), int(session.world_size)
@@ -82,8 +83,7 @@ def join_cluster(session: Any, requested: str, gpus: int, timeout: float) -> tup
     A rank that never joins would hold every other rank in process-group set-up until its
     timeout; finding it here lets the sweep be skipped and the rank be named at once.
     """
-    import torch.distributed as dist
-    from datetime import timedelta
+    import torch.distributed as dist  # deferred: seconds to import; only a sweep needs it
 
     store = dist.PrefixStore("bench", session.store)
     world = int(session.world_size)

@@ -181,7 +181,7 @@ class RankSweep:
                                f"use GPU {self.outcome.gpu_uuid} ({self.outcome.device})")
 
     def _init_group(self, torch: Any) -> Any:
-        import torch.distributed as dist
+        import torch.distributed as dist  # deferred: see run()
         if dist.is_initialized():
             raise RuntimeError("a default process group already exists in this process")
         if self.config.deadline:
@@ -271,7 +271,7 @@ class RankSweep:
     def run(self) -> RankOutcome:
         dist = None
         try:
-            import torch
+            import torch  # deferred: seconds to import, inside the deadline's try
             device = self._device(torch)
             if self.config.backend == "nccl":
                 self._check_duplicate_gpus()
@@ -345,7 +345,7 @@ def worker_main(argv: list[str]) -> int:
     rank, world = int(spec["rank"]), int(spec["world_size"])
     host = socket.gethostname().split(".")[0]
     try:
-        import torch.distributed as dist
+        import torch.distributed as dist  # deferred: seconds to import, inside the try
         base = dist.TCPStore(spec["master_addr"], int(spec["master_port"]), world, rank == 0,
                              timeout=timedelta(seconds=config.collective_timeout),
                              wait_for_workers=False)

@@ -12,27 +12,22 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import TYPE_CHECKING
 
 from ncclcheck.model import Category, CheckResult, FamilyOutput, failed, warned
+from ncclcheck.probes import probe_families
 
-from .session import ClusterSession, StoreUnavailable, key
-
-if TYPE_CHECKING:
-    from ncclcheck.runner import Outcome
-
-    from .job import Job
+from .session import ClusterSession, key
+from .state import Findings, Job, Verdict
+from .store_errors import StoreUnavailable
 
 
-def report_alone(job: "Job", reason: StoreUnavailable,
-                 probed: FamilyOutput | None = None) -> "Outcome":
-    """This process's own report with ``reason`` as the ``cluster.store`` row; runs the
-    families here (within the deadline that is left) unless they already ran."""
-    from ncclcheck.runner import Outcome, build_report, publish
+def findings_alone(job: Job, reason: StoreUnavailable,
+                   probed: FamilyOutput | None = None) -> Findings:
+    """This process's own checks with ``reason`` as the ``cluster.store`` row, for its own
+    report; runs the families here (within the deadline that is left) unless they already ran."""
     verdict = warned if reason.category == Category.CONFIGURATION else failed
     row = verdict("cluster.store", reason.message, reason.fix, reason.category, **reason.details)
     if probed is None:
-        from ncclcheck.probes import probe_families
         alone = dataclasses.replace(job.ctx, timeout=job.clock.probe_budget_s, cluster=None)
         probed = probe_families(job.families, alone)
         probed.checks += job.extra_checks
@@ -40,11 +35,9 @@ def report_alone(job: "Job", reason: StoreUnavailable,
     for result in checks:
         result.host = result.host or job.ctx.host
         result.rank = job.rank
-    report = build_report(job.ctx, checks, probed.bench)
-    code = publish(report, job.output)
-    note = (f"ncclcheck: {job.me}: not in a job report from rank 0 ({reason.message}) "
-            f"[{reason.category.value}]; this process's own report is above; exit {code}")
-    return Outcome(code, report, note=note if job.output.fmt is not None else None)
+    why = (f"ncclcheck: {job.me}: not in a job report from rank 0 ({reason.message}) "
+           f"[{reason.category.value}]; this process's own report is above")
+    return Findings(checks, probed.bench, alone=why)
 
 
 def lost_store(session: ClusterSession, exc: BaseException) -> StoreUnavailable:
@@ -58,31 +51,30 @@ def lost_store(session: ClusterSession, exc: BaseException) -> StoreUnavailable:
         address=session.address, port=session.port, error=first)
 
 
-def await_verdict(session: ClusterSession, job: "Job", probed: FamilyOutput) -> "Outcome":
+def await_verdict(session: ClusterSession, job: Job, probed: FamilyOutput) -> Findings:
     """Other ranks: wait for rank 0's verdict until the deadline plus grace. In the job report:
     one line and the job's exit status. Not in it (no verdict, late, store lost): this
-    process's own report."""
-    from ncclcheck.runner import Outcome
+    process's own checks, for its own report."""
     try:
         arrived = session.wait([key("done")], job.clock.verdict_wait_s())
         verdict = json.loads(session.store.multi_get([key("done")])[0]) if arrived else None
         if verdict is not None:
             session.store.add(key("left"), 1)
     except RuntimeError as exc:  # the store went away: rank 0 died or its host dropped
-        return report_alone(job, lost_store(session, exc), probed)
+        return findings_alone(job, lost_store(session, exc), probed)
     where = f"{session.address}:{session.port}"
     if verdict is None:
-        return report_alone(job, StoreUnavailable(
+        return findings_alone(job, StoreUnavailable(
             Category.CONNECTION, f"rank 0's store at {where} gave no job report within the "
             f"{job.clock.timeout:g} s deadline", "See rank 0's output; if rank 0 starts much "
             "later than this rank, raise --timeout.", address=session.address,
             port=session.port), probed)
     if session.slot not in verdict.get("included", [session.slot]):
-        return report_alone(job, StoreUnavailable(
+        return findings_alone(job, StoreUnavailable(
             Category.CONNECTION, f"this report reached rank 0's store at {where} after rank 0 "
             "had closed the job report at its deadline", "Start every rank at about the same "
             "time, or raise --timeout so that late ranks are gathered.",
             address=session.address, port=session.port), probed)
-    return Outcome(int(verdict["exit"]), note=f"ncclcheck: {job.me}: reported to rank 0; job "
-                   f"status {verdict['status']} (exit {verdict['exit']}); the report is on rank "
-                   "0's output")
+    return Findings(verdict=Verdict(int(verdict["exit"]), f"ncclcheck: {job.me}: reported to "
+                                    f"rank 0; job status {verdict['status']} (exit "
+                                    f"{verdict['exit']}); the report is on rank 0's output"))

@@ -11,6 +11,7 @@ from collections import Counter
 from typing import Any
 
 from ncclcheck.model import Category, CheckResult, failed, passed, warned
+from ncclcheck.registry import CheckSpec
 
 from .aggregate import by_host, ranks_phrase
 from .membership import (Gathered, check_rank_ids, check_reported, check_world_size,
@@ -156,8 +157,6 @@ def check_versions(job: Gathered) -> CheckResult:
 
 # -- declarations: the job-wide checks above, for the registry (``ncclcheck checks``) ----------
 def _declarations():
-    from ncclcheck.registry import CheckSpec
-
     return MEMBERSHIP_CHECKS + (
         CheckSpec("cluster.local_ranks", "local ranks are distinct on each host",
                   (Category.RANK_MISMATCH,),

@@ -1,4 +1,4 @@
-"""Rank 0's side: wait for the job's reports, read them all at once, print one job report.
+"""Rank 0's side: wait for the job's reports, read them all at once, one job report's checks.
 
 Rank 0 stops waiting early only when every rank 0..N-1 has been filled by a report (N the
 larger of WORLD_SIZE and the process count the launch states) and every process that
@@ -12,21 +12,17 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ncclcheck.model import CheckResult, FamilyOutput, passed
+from ncclcheck.probes import FAMILIES
 
 from .aggregate import aggregate, by_host
 from .checks import Gathered, cluster_checks, processes
 from .expect import Expectation
 from .session import ClusterSession, key
+from .state import Findings, Job
 
-if TYPE_CHECKING:
-    from ncclcheck.runner import Outcome
-
-    from .job import Job
-
-ACK_WAIT_S = 2.0  # rank 0 keeps the store up this long for ranks still reading the verdict
 POLL_S = 0.05
 
 
@@ -68,9 +64,9 @@ def read_gathered(session: ClusterSession, world_size: int, local_world_size: in
             results)
 
 
-def report_job(session: ClusterSession, job: "Job", own: FamilyOutput) -> "Outcome":
-    """Rank 0: gather, print the job report, publish the verdict, let the others read it."""
-    from ncclcheck.runner import Outcome, build_report, publish
+def gather_job(session: ClusterSession, job: Job, own: FamilyOutput) -> Findings:
+    """Rank 0: gather every process's checks and add the job-wide ones, for the job report;
+    the others learn its verdict through ``Findings.conclude`` once it is printed."""
     per_node = job.layout.local_world_size or job.ctx.gpus_per_node
     gathered, reports = read_gathered(session, job.expect.declared, per_node,
                                       job.clock.gather_end, job.expect)
@@ -83,17 +79,12 @@ def report_job(session: ClusterSession, job: "Job", own: FamilyOutput) -> "Outco
     # In the table the cluster rows point at the ranks they are about, not at rank 0.
     rows = aggregate(everything, _scopes()) + [
         dataclasses.replace(c, host=c.details.get("where") or c.host) for c in job_checks]
-    report = build_report(job.ctx, everything + job_checks, own.bench, rows=rows,
-                          cluster=cluster_context(gathered, rows))
-    # Print before telling the others: once a rank exits 1, torchrun may SIGTERM this one.
-    code = publish(report, job.output)
-    session.store.set(key("done"), json.dumps(
-        {"exit": code, "status": report.status, "included": sorted(reports)}))
-    _let_ranks_leave(session, len(reports) - 1)
-    return Outcome(code, report)
+    return Findings(everything + job_checks, own.bench, rows=rows,
+                    cluster=cluster_context(gathered, rows), session=session,
+                    included=sorted(reports))
 
 
-def _job_checks(session: ClusterSession, job: "Job", gathered: Gathered,
+def _job_checks(session: ClusterSession, job: Job, gathered: Gathered,
                 everything: list[CheckResult]) -> list[CheckResult]:
     """cluster.store and the cluster.* checks over what every process announced and reported."""
     gathered.nccl_by_host = {r.host: str(r.details["version"]) for r in everything
@@ -114,17 +105,7 @@ def _slot_rank(gathered: Gathered, slot: int) -> tuple[int, int]:
     return (rank if isinstance(rank, int) else 1 << 30, slot)
 
 
-def _let_ranks_leave(session: ClusterSession, waiting: int) -> None:
-    """Keep the store (it lives in this process) up until the waiting ranks read the verdict."""
-    stop = time.monotonic() + ACK_WAIT_S
-    while waiting > 0 and time.monotonic() < stop:
-        if session.store.add(key("left"), 0) >= waiting:
-            return
-        time.sleep(0.02)
-
-
 def _scopes() -> dict[str, str]:
-    from ncclcheck.probes import FAMILIES
     return {f.name: getattr(f, "scope", "rank") for f in FAMILIES}
 
 

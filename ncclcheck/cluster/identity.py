@@ -12,6 +12,8 @@ import uuid
 from typing import Any, Mapping
 
 from ncclcheck.launchers import Layout
+from ncclcheck.ncclib.version import version_text
+from ncclcheck.ncclib.wheel import installed_nccl_version
 from ncclcheck.redact import redact_env
 
 # Settings that must be identical on every rank of one job.
@@ -31,7 +33,7 @@ def versions() -> dict[str, str | None]:
     found: dict[str, str | None] = {"python": platform.python_version(), "torch": None,
                                     "cuda": None, "nccl": None, "driver": _driver_version()}
     try:
-        import torch
+        import torch  # deferred: seconds to import (already loaded here by the store)
         found["torch"] = torch.__version__
         found["cuda"] = torch.version.cuda
     except Exception:  # torch missing or broken: the versions we can read are still useful
@@ -42,10 +44,8 @@ def versions() -> dict[str, str | None]:
 
 def _nccl_version() -> str | None:
     """torch's own NCCL when a GPU is there, else the NCCL wheel installed (one owner each)."""
-    from ncclcheck.ncclib.version import version_text
-    from ncclcheck.ncclib.wheel import installed_nccl_version
     try:
-        import torch
+        import torch  # deferred: seconds to import (already loaded here by the store)
         if torch.cuda.is_available():
             return version_text(torch.cuda.nccl.version()) or str(torch.cuda.nccl.version())
     except Exception:  # no GPU build, no driver: the wheel still says which NCCL is here

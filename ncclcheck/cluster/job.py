@@ -1,30 +1,31 @@
-"""Cluster mode end to end: connect, probe, publish, gather at rank 0, one job report.
+"""Cluster mode end to end: connect, probe, publish, gather at rank 0, one job's findings.
 
-The phases and their deadlines are in ``clock.py``; the report is built, printed and turned
-into an exit code by the same functions as on one process (``ncclcheck.runner``). Every rank
-exits with the job-wide status rank 0 published, so the launcher fails the step when any node
-is bad.
+The phases and their deadlines are in ``clock.py``. What a rank found goes back to
+``ncclcheck.runner``, which builds, prints and publishes the report as it does for one process.
+Every rank exits with the job-wide status rank 0 published, so the launcher fails the step when
+any node is bad.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from typing import TYPE_CHECKING, Mapping
+from typing import Mapping
 
 from ncclcheck.context import ProbeContext
 from ncclcheck.launchers import Layout, read_layout
 from ncclcheck.model import Category, CheckResult, FamilyOutput
+from ncclcheck.probes import FAMILIES, probe_families
+from ncclcheck.registry import CheckSpec
 
-from .alone import await_verdict, lost_store, report_alone
+from .alone import await_verdict, findings_alone, lost_store
 from .clock import JobClock
-from .expect import Expectation, claimed_rank, expectation
-from .gather import report_job
+from .expect import claimed_rank, expectation
+from .gather import gather_job
 from .identity import identity
-from .session import ClusterSession, StoreUnavailable, join_store, key
-
-if TYPE_CHECKING:
-    from ncclcheck.runner import Outcome, Output
+from .session import ClusterSession, join_store, key
+from .state import Findings, Job
+from .store_errors import StoreUnavailable
 
 
 def cluster_layout(env: Mapping[str, str]) -> Layout | None:
@@ -40,38 +41,19 @@ def store_port(layout: Layout, option: int | None) -> int | None:
     return option or layout.default_store_port()
 
 
-@dataclasses.dataclass
-class Job:
-    """What every phase of this rank's run needs: the families, the context, the launcher's
-    layout, the deadlines, where the report goes, and this process's own extra checks."""
-
-    families: list[str]
-    ctx: ProbeContext
-    layout: Layout
-    clock: JobClock
-    output: "Output"
-    extra_checks: list[CheckResult]
-    rank: int  # the rank this process claims (may be negative or out of range)
-    expect: Expectation
-
-    @property
-    def me(self) -> str:
-        return f"rank {self.rank} ({self.ctx.host})"
-
-
-def run_cluster(families: list[str], ctx: ProbeContext, layout: Layout, output: "Output",
+def run_cluster(families: list[str], ctx: ProbeContext, layout: Layout,
                 port_option: int | None = None,
-                extra_checks: list[CheckResult] | None = None) -> "Outcome":
-    """Run the job-wide check on this rank; rank 0's outcome holds the job's report, and a
-    process left out of it prints its own."""
+                extra_checks: list[CheckResult] | None = None) -> Findings:
+    """Run the job-wide check on this rank: rank 0 finds the job's checks, a process left out
+    of its report finds its own, and the others get rank 0's verdict."""
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "FATAL")  # c10d's retry chatter is not ours to print
-    job = Job(families, ctx, layout, JobClock(ctx.started, ctx.timeout), output,
+    job = Job(families, ctx, layout, JobClock(ctx.started, ctx.timeout),
               list(extra_checks or []), int(claimed_rank(layout, ctx.env)),
               expectation(layout, ctx.env, ctx.nodes, ctx.gpus_per_node))
     try:
         session = _connect(job, store_port(layout, port_option))
     except StoreUnavailable as exc:
-        return report_alone(job, exc)
+        return findings_alone(job, exc)
     probed = None
     try:
         if session.reporting:  # when rank 0 gives up waiting, as a wall-clock time the others can read
@@ -82,10 +64,10 @@ def run_cluster(families: list[str], ctx: ProbeContext, layout: Layout, output: 
     except RuntimeError as exc:  # DistNetworkError: rank 0, and the store with it, went away
         if session.reporting:
             raise
-        return report_alone(job, lost_store(session, exc), probed)
+        return findings_alone(job, lost_store(session, exc), probed)
     if not session.reporting:
         return await_verdict(session, job, probed)
-    return report_job(session, job, probed)
+    return gather_job(session, job, probed)
 
 
 def _connect(job: Job, port: int | None) -> ClusterSession:
@@ -115,7 +97,6 @@ def _local_rank(layout: Layout, rank: int) -> int:
 
 def probe(job: Job, session: ClusterSession) -> FamilyOutput:
     """Run this rank's share of the families: rank-scope everywhere, node-scope on leaders."""
-    from ncclcheck.probes import FAMILIES, probe_families
     names = [f.name for f in FAMILIES if f.name in job.families
              and (f.scope != "node" or session.is_node_leader)]
     probing = dataclasses.replace(job.ctx, timeout=job.clock.probe_budget_s, cluster=session)
@@ -129,8 +110,6 @@ def probe(job: Job, session: ClusterSession) -> FamilyOutput:
 
 # -- declarations: the row this module reports, for the registry (``ncclcheck checks``) --------
 def _declarations():
-    from ncclcheck.registry import CheckSpec
-
     return (
         CheckSpec("cluster.store", "the ranks met at rank 0's report store",
                   (Category.CONFIGURATION, Category.NAME_RESOLUTION, Category.PORT_IN_USE,

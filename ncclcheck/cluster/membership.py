@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ncclcheck.model import Category, CheckResult, failed, passed
+from ncclcheck.probes.ranks import Expected, fix_world
+from ncclcheck.registry import CheckSpec
 
 from .aggregate import by_host, ranks_phrase
 from .expect import Expectation
@@ -221,7 +223,6 @@ def _world_fix(job: Gathered, proposal: int) -> str:
         if len(set(hosts.values())) == 1 and len(hosts) * next(iter(hosts.values())) == proposal:
             nodes, per_node = len(hosts), next(iter(hosts.values()))
     if nodes is not None and per_node is not None and nodes * per_node == proposal:
-        from ncclcheck.probes.ranks import Expected, fix_world
         return fix_world(Expected(nodes, per_node, "--nodes", "--gpus-per-node"))
     return (f"Set WORLD_SIZE={proposal} on every process (or let the launcher set it); a custom "
             f"ClusterEnvironment's world_size() must return {proposal}.")
@@ -229,8 +230,6 @@ def _world_fix(job: Gathered, proposal: int) -> str:
 
 # -- declarations: the checks above, for the registry (``ncclcheck checks``) -------------------
 def _declarations():
-    from ncclcheck.registry import CheckSpec
-
     return (
         CheckSpec("cluster.reported", "every process and every rank delivered a report to rank 0",
                   (Category.RANK_CRASHED, Category.TIMEOUT),

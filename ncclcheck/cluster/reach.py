@@ -14,6 +14,8 @@ import time
 
 from ncclcheck.model import Category
 
+from .store_errors import StoreUnavailable, unresolved
+
 RETRY_S = 0.2
 
 
@@ -39,7 +41,6 @@ def _reason(exc: OSError) -> str:
 def reach(address: str, port: int, until: float) -> None:
     """Return once a TCP connection to ``address:port`` succeeds; retry until ``until``
     (time.monotonic()), then raise StoreUnavailable naming the address, port and reason."""
-    from .session import StoreUnavailable, _unresolved
     began, last = time.monotonic(), None
     while True:
         left = until - time.monotonic()
@@ -47,7 +48,7 @@ def reach(address: str, port: int, until: float) -> None:
             with socket.create_connection((address, port), timeout=max(0.2, min(2.0, left))):
                 return
         except socket.gaierror as exc:
-            raise _unresolved(address, exc) from None
+            raise unresolved(address, exc) from None
         except OSError as exc:
             last = exc
         if time.monotonic() + RETRY_S >= until:

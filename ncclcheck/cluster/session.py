@@ -21,20 +21,13 @@ from typing import Any, Iterable
 
 from ncclcheck.model import Category
 
+from .reach import port_is_free, reach
+from .store_errors import StoreUnavailable, unresolved
+
 PREFIX = "ncclcheck"
 POLL_S = 0.05
+ACK_WAIT_S = 2.0  # rank 0 keeps the store up this long for ranks still reading the verdict
 STORE_THREAD = "ncclcheck-store"  # the thread that opens the store (it may outlive its deadline)
-
-
-class StoreUnavailable(Exception):
-    """This rank could not open (rank 0) or reach (others) the store; says why and what to do."""
-
-    def __init__(self, category: Category, message: str, fix: str, **details: Any) -> None:
-        super().__init__(message)
-        self.category = category
-        self.message = message
-        self.fix = fix
-        self.details = details
 
 
 def key(*parts: object) -> str:
@@ -147,6 +140,18 @@ class ClusterSession:
         if self.rank >= 0:
             self.store.set(key("filled", self.rank), str(self.slot))
 
+    def close_job(self, code: int, status: str, included: list[int]) -> None:
+        """Rank 0, once the job report is out: publish the job's verdict (exit code, status,
+        the slots in the report), then keep the store, which lives in this process, up until
+        the other ranks in the report have read it."""
+        self.store.set(key("done"), json.dumps({"exit": code, "status": status,
+                                                "included": included}))
+        waiting, stop = len(included) - 1, time.monotonic() + ACK_WAIT_S
+        while waiting > 0 and time.monotonic() < stop:
+            if self.store.add(key("left"), 0) >= waiting:
+                return
+            time.sleep(0.02)
+
 
 def join_store(address: str, port: int, rank: int, timeout: float,
                reach_until: float | None = None) -> tuple[Any, bool]:
@@ -157,11 +162,11 @@ def join_store(address: str, port: int, rank: int, timeout: float,
     A second process that also claims rank 0 (RANK exported as 0 on every node is a classic)
     joins the first one's store as an ordinary member, so the job report shows rank 0 claimed
     twice instead of two half reports."""
-    from .reach import port_is_free, reach
     if rank != 0:
         until = reach_until if reach_until is not None else time.monotonic() + timeout
         reach(address, port, until)
-        import torch.distributed  # noqa: F401  (seconds on a loaded host: not the store's time)
+        # deferred: torch takes seconds on a loaded host, which must not count as the store's time
+        import torch.distributed  # noqa: F401
         # Reached: the store answers at once unless what listens is not a store (or it died).
         return open_store(address, port, False, min(10.0, max(1.0, until - time.monotonic()))), False
     if not port_is_free(port):
@@ -185,7 +190,6 @@ def join_store(address: str, port: int, rank: int, timeout: float,
 def _job_store(address: str, port: int, timeout: float) -> Any | None:
     """The ncclcheck store already listening on the port, or None when the port is held by
     something else (then it is simply taken)."""
-    from .reach import reach
     try:
         reach(address, port, time.monotonic() + min(1.0, timeout))
         store = open_store(address, port, False, timeout)
@@ -198,7 +202,8 @@ def _job_store(address: str, port: int, timeout: float) -> Any | None:
 def open_store(address: str, port: int, is_server: bool, timeout: float) -> Any:
     """Open (rank 0) or reach (others) the TCPStore, bounded by ``timeout`` even when the
     client's own retries would run longer; raises StoreUnavailable with the reason."""
-    import torch.distributed as dist  # first, so a slow import is not taken for a silent store
+    # deferred: torch takes seconds; imported first, so a slow import is not taken for a silent store
+    import torch.distributed as dist
 
     outcome: dict[str, Any] = {}
 
@@ -206,7 +211,7 @@ def open_store(address: str, port: int, is_server: bool, timeout: float) -> Any:
         try:
             socket.getaddrinfo(address, port, type=socket.SOCK_STREAM)
         except (socket.gaierror, UnicodeError) as exc:
-            outcome["error"] = _unresolved(address, exc)
+            outcome["error"] = unresolved(address, exc)
             return
         try:
             outcome["store"] = dist.TCPStore(address, port, None, is_server, _seconds(timeout),
@@ -223,14 +228,6 @@ def open_store(address: str, port: int, is_server: bool, timeout: float) -> Any:
     if "store" in outcome:
         return outcome["store"]
     raise _store_error(address, port, is_server, timeout, error)
-
-
-def _unresolved(address: str, exc: BaseException) -> StoreUnavailable:
-    return StoreUnavailable(
-        Category.NAME_RESOLUTION,
-        f"MASTER_ADDR={address!r} does not resolve on this host ({exc})",
-        "Set MASTER_ADDR to a name every node resolves to the rank-0 node (or to its IP "
-        "address); check /etc/hosts and DNS on this node.", address=address, error=str(exc))
 
 
 def _store_error(address: str, port: int, is_server: bool, timeout: float,

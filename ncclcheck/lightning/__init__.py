@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ncclcheck.lightning.environment_hook import preflight_environment
+from ncclcheck.lightning.callback import preflight_callback_class
+from ncclcheck.lightning.environment_hook import preflight_environment, preflight_environment_class
 from ncclcheck.lightning.installed import INSTALL_HINT, LightningUnavailable
 from ncclcheck.lightning.preflight import PreflightError, preflight
 
@@ -18,10 +19,8 @@ __all__ = ["PreflightCallback", "PreflightError", "preflight", "preflight_enviro
 
 
 def __getattr__(name: str) -> Any:
-    if name == "PreflightCallback":
-        from ncclcheck.lightning.callback import preflight_callback_class
+    if name == "PreflightCallback":  # built from the installed Lightning's Callback class
         return preflight_callback_class()
     if name == "PreflightEnvironment":  # so the wrapper pickles (ddp_spawn, checkpoints)
-        from ncclcheck.lightning.environment_hook import preflight_environment_class
         return preflight_environment_class()
     raise AttributeError(f"module 'ncclcheck.lightning' has no attribute {name!r}")

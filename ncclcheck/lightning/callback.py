@@ -19,7 +19,7 @@ from ncclcheck.lightning.preflight import preflight
 
 def _process_group_ready() -> bool:
     try:
-        import torch.distributed as dist
+        import torch.distributed as dist  # deferred: seconds to import; the Trainer has it loaded
         return bool(dist.is_available() and dist.is_initialized())
     except ImportError:
         return False

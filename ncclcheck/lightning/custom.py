@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import os
 import sys
 from pathlib import Path
@@ -211,7 +212,6 @@ def check_constructor(cls: type, nodes: int, per_node: int,
                       base: Mapping[str, str]) -> CheckResult | None:
     """A layout argument the constructor takes but nothing reads (the motivating class's
     num_nodes=2) looks like configuration and is not: say so."""
-    import inspect
     try:
         params = inspect.signature(cls.__init__).parameters
     except (TypeError, ValueError):
@@ -264,40 +264,3 @@ def cluster_env_results(ctx: ProbeContext, lightning: InstalledLightning,
 
 __all__ = ["ClusterEnvSpecError", "load_cluster_env", "cluster_env_results", "check_interface",
            "judge", "run_slot"]
-
-
-# -- declarations: the checks above, for the registry (re-exported by ncclcheck.probes.ranks) --
-def _declarations():
-    from ncclcheck.lightning.launch_styles import LIGHTNING, SLURM
-    from ncclcheck.registry import CheckSpec
-
-    grid_specs = tuple(
-        CheckSpec(f"ranks.cluster_env.{style.name}",
-                  f"the custom ClusterEnvironment under {style.title}", (RANK,),
-                  fails_when=f"run on every slot of the nodes x GPUs grid as {style.title} would "
-                             "start it, the class gives duplicate or out-of-range global ranks, "
-                             "a wrong world_size(), inconsistent local / node ranks, or "
-                             "creates_processes_externally that contradicts the launcher",
-                  doc="Only with --cluster-env and --nodes / --gpus-per-node. Skipped when the "
-                      "class would not let Lightning start the processes itself."
-                      + (" Run only inside a Slurm job." if style is SLURM else ""))
-        for style in (TORCHRUN, LIGHTNING, SLURM))
-    return (
-        CheckSpec("ranks.cluster_env.interface", "the custom class is a ClusterEnvironment",
-                  (Category.CONFIGURATION, RANK),
-                  fails_when="the class does not derive from the installed Lightning's "
-                             "ClusterEnvironment (configuration), or lacks or mis-declares a "
-                             "member Lightning calls",
-                  doc="Only with --cluster-env MODULE:CLASS."),
-        CheckSpec("ranks.cluster_env.grid", "the custom class was run over the grid",
-                  doc="Skipped, and says so, when --nodes / --gpus-per-node are missing, so the "
-                      "per-launcher checks could not run."),
-        *grid_specs,
-        CheckSpec("ranks.cluster_env.constructor", "layout arguments of the constructor are used",
-                  (Category.CONFIGURATION,),
-                  warns_when="the constructor takes num_nodes / devices / world_size but the rank "
-                             "methods answer the same whatever it is given"),
-    )
-
-
-CHECKS = _declarations()

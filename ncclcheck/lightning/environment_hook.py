@@ -13,6 +13,7 @@ from functools import lru_cache
 from typing import Any, Iterable
 
 from ncclcheck.lightning.installed import InstalledLightning, load_lightning
+from ncclcheck.lightning.preflight import preflight
 
 
 def detect_environment(lightning: InstalledLightning) -> Any:
@@ -38,7 +39,6 @@ def _wrapper_class(package: str) -> type:
         self.report = None
 
     def validate_settings(self, num_devices: int, num_nodes: int) -> None:
-        from ncclcheck.lightning.preflight import preflight
         own = getattr(self.inner, "validate_settings", None)
         if own is not None:
             own(num_devices=num_devices, num_nodes=num_nodes)  # Lightning's message first

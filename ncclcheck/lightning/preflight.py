@@ -12,8 +12,11 @@ import os
 import socket
 from typing import Any, Iterable, Mapping
 
-from ncclcheck.context import ProbeOptions, RanksOptions
+from ncclcheck.context import ProbeOptions
+from ncclcheck.lightning.probe import ranks_options
 from ncclcheck.model import Category, CheckResult, Report, Status, failed, passed
+from ncclcheck.probes import FAMILY_NAMES
+from ncclcheck.runner import Output, Request, check
 
 FAST_FAMILIES = ("ranks", "net", "nccl")
 RANK = Category.RANK_MISMATCH
@@ -28,16 +31,15 @@ class PreflightError(RuntimeError):
         lines = [f"ncclcheck preflight failed {where}: {len(bad)} check(s) failed"]
         if note:  # a rank that left the job's report to rank 0
             lines.append(f"  {note}")
-        for check in bad:
-            lines.append(f"  - {check.id}: {check.summary}")
-            if check.fix:
-                lines.append(f"    fix: {check.fix}")
+        for result in bad:
+            lines.append(f"  - {result.id}: {result.summary}")
+            if result.fix:
+                lines.append(f"    fix: {result.fix}")
         super().__init__("\n".join(lines))
 
 
 def families_to_run(families: Iterable[str] | None, bench: bool) -> list[str]:
     """The requested families that exist in this ncclcheck (others are silently absent)."""
-    from ncclcheck.probes import FAMILY_NAMES
     wanted = list(families) if families is not None else list(FAST_FAMILIES)
     if bench and "bench" not in wanted:
         wanted.append("bench")
@@ -116,13 +118,12 @@ def preflight(num_nodes: int | None = None, devices: int | None = None, *,
     ``ncclcheck run`` does under a launcher: rank 0 gets the job's report, the other ranks
     ``None`` (or a ``PreflightError`` without checks, naming rank 0's verdict).
     """
-    from ncclcheck.runner import Output, Request, check
     environ = dict(os.environ if env is None else env)
     live = []
     if cluster_environment is not None and devices is not None:
         live.append(check_live_environment(cluster_environment, num_nodes or 1, devices))
     request = Request(tuple(families_to_run(families, bench)),
-                      ProbeOptions(ranks=RanksOptions(lightning=devices is not None)),
+                      ProbeOptions(ranks=ranks_options(devices is not None, None)),
                       num_nodes, devices, timeout)
     outcome = check(request, env=environ, output=Output(strict=strict), local=not whole_job,
                     extra_checks=live)
@@ -132,19 +133,3 @@ def preflight(num_nodes: int | None = None, devices: int | None = None, *,
         raise PreflightError(outcome.report or Report([]), f"on {host} (rank {rank})",
                              outcome.note)
     return outcome.report
-
-
-# -- declarations: the check above, for the registry (re-exported by ncclcheck.probes.ranks) ---
-def _declarations():
-    from ncclcheck.registry import CheckSpec
-
-    return (
-        CheckSpec("ranks.lightning.live", "this rank's ClusterEnvironment fits the Trainer",
-                  (RANK,),
-                  fails_when="inside a running Trainer, a rank method raises, world_size() is "
-                             "not num_nodes x devices, or a rank is outside its range",
-                  doc="Reported by the Lightning preflight (callback or preflight()) only."),
-    )
-
-
-CHECKS = _declarations()

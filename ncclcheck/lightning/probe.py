@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import threading
 
-from ncclcheck.context import ProbeContext
+from ncclcheck.context import ProbeContext, RanksOptions
+from ncclcheck.lightning.custom import cluster_env_results, load_cluster_env, parse_spec
 from ncclcheck.lightning.installed import load_lightning, package_of
+from ncclcheck.lightning.trainer_view import lightning_results as trainer_results
 from ncclcheck.model import CheckResult
 
 
@@ -14,14 +16,19 @@ def lightning_results(ctx: ProbeContext) -> list[CheckResult]:
     results: list[CheckResult] = []
     options = ctx.options.ranks
     if options.lightning:
-        from ncclcheck.lightning.trainer_view import lightning_results as trainer_results
         results.extend(trainer_results(ctx, load_lightning()))
     if options.cluster_env:
-        from ncclcheck.lightning.custom import cluster_env_results, load_cluster_env
         cls = load_cluster_env(options.cluster_env)
         # Checked against the package the class derives from, when both are installed.
         results.extend(cluster_env_results(ctx, load_lightning(prefer=package_of(cls)), cls))
     return results
+
+
+def ranks_options(lightning: bool, cluster_env: str | None) -> RanksOptions:
+    """The ranks family's options for --lightning / --cluster-env, with the part that reports
+    their checks."""
+    return RanksOptions(lightning=lightning, cluster_env=cluster_env,
+                        lightning_part=lightning_results)
 
 
 def validate_options(lightning: bool, cluster_env: str | None, within: float | None = None) -> None:
@@ -34,7 +41,6 @@ def validate_options(lightning: bool, cluster_env: str | None, within: float | N
     if not lightning and not cluster_env:
         return
     if cluster_env:
-        from ncclcheck.lightning.custom import parse_spec
         parse_spec(cluster_env)
     outcome: dict[str, BaseException] = {}
 
@@ -42,7 +48,6 @@ def validate_options(lightning: bool, cluster_env: str | None, within: float | N
         try:
             load_lightning()
             if cluster_env:
-                from ncclcheck.lightning.custom import load_cluster_env
                 load_cluster_env(cluster_env)
         except (RuntimeError, ValueError) as exc:
             outcome["error"] = exc

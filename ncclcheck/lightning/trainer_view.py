@@ -220,34 +220,3 @@ def check_settings(view: LightningView, env: Mapping[str, str], num_nodes: int,
                           world, num_nodes, devices, per_node, per_node_from), RANK, **details)
     return passed("ranks.lightning.settings", f"Trainer(devices={devices}, {nodes_text}): "
                   f"{devices} x {num_nodes} = {world} == {view.environment} world size", **details)
-
-
-# -- declarations: the checks above, for the registry (re-exported by ncclcheck.probes.ranks) --
-def _declarations():
-    from ncclcheck.registry import CheckSpec
-
-    return (
-        CheckSpec("ranks.lightning.environment", "the ClusterEnvironment Lightning selects",
-                  (Category.CONFIGURATION, RANK),
-                  fails_when="no ClusterEnvironment is detected (configuration), or the one "
-                             "selected raises in its constructor (e.g. SLURMEnvironment without "
-                             "--ntasks-per-node)",
-                  doc="Only with --lightning: the installed Lightning's own detection order, "
-                      "run against this process's environment."),
-        CheckSpec("ranks.lightning.values", "the ranks Lightning computes",
-                  (RANK, Category.CONFIGURATION),
-                  fails_when="the ClusterEnvironment cannot compute its values, its global rank "
-                             "is outside its world size, or LightningEnvironment on several "
-                             "nodes has no MASTER_ADDR / MASTER_PORT (configuration)",
-                  warns_when="Lightning falls back to a default MASTER_ADDR or MASTER_PORT",
-                  doc="What torch.distributed would get after the strategy's set_world_ranks."),
-        CheckSpec("ranks.lightning.settings", "Trainer(num_nodes=, devices=) fits the launch",
-                  (RANK,),
-                  fails_when="devices x num_nodes differs from the ClusterEnvironment's world "
-                             "size (whether or not Lightning's validate_settings notices), or "
-                             "devices differs from the launcher's processes per node",
-                  doc="Skipped without --devices: pass the Trainer's devices and num_nodes."),
-    )
-
-
-CHECKS = _declarations()

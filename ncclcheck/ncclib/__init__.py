@@ -6,6 +6,6 @@
 * ``settings`` / ``known_names`` / ``config_files``: the settings linter;
 * ``gpu``: GPU and CUDA readiness; ``version``: NCCL version codes and labels.
 
-The package imports none of them: each caller imports the module it needs, so reading a
-version code does not load the library search or the settings linter.
+Import the module you need: this file imports none of them, so that reading a version
+(``ncclcheck.cluster.identity``) does not load the linter and the ELF reader.
 """

@@ -8,10 +8,13 @@ when this host has no CUDA build of torch or no GPU.
 from __future__ import annotations
 
 import ctypes
+import importlib.metadata
+import importlib.util
 import re
 import shutil
 import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from ncclcheck.gpus import parse_visible_devices
@@ -105,9 +108,6 @@ def compute_modes(timeout: float = 5.0) -> list[str] | None:
 def torch_build_without_cuda() -> str | None:
     """"torch 2.13.0+cpu" when torch is installed without libtorch_cuda.so (a CPU-only build),
     found without importing torch, which costs seconds; None otherwise."""
-    import importlib.metadata
-    import importlib.util
-    from pathlib import Path
     spec = importlib.util.find_spec("torch")
     if spec is None or not spec.submodule_search_locations:
         return None
@@ -157,7 +157,7 @@ def gpu_checks(env: Mapping[str, str], local_rank: int | None, timeout: float,
         why = f"skipped: {cpu_build} is a CPU-only build; torch cannot see the GPUs"
         return results + [skipped(i, why, torch=cpu_build) for i in ids[1:]]
     try:
-        import torch  # lazy: only this family's GPU part pays for it
+        import torch  # deferred: seconds to import; only this family's GPU part pays for it
     except Exception as exc:
         return results + [skipped(i, f"skipped: torch does not import ({type(exc).__name__})")
                           for i in ids]

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from ncclcheck.network.model import INET, INET6, Address, IbPort, Interface
 
 _IFF_UP = 0x1
@@ -91,7 +93,6 @@ def _getifaddrs() -> list[_RawEntry]:
 
 def _psutil_entries() -> list[_RawEntry]:
     """Fallback without a usable libc getifaddrs: psutil (same data, kernel order rebuilt)."""
-    import psutil
     stats = psutil.net_if_stats()
     entries: list[_RawEntry] = []
     v6: list[_RawEntry] = []
@@ -163,7 +164,6 @@ def list_interfaces(sys_net: str | os.PathLike[str] = "/sys/class/net") -> list[
     sys_path = Path(sys_net)
     speeds: dict[str, int] = {}
     try:
-        import psutil
         speeds = {n: s.speed for n, s in psutil.net_if_stats().items() if s.speed}
     except Exception:  # speed is a nicety; never a reason to fail enumeration
         pass

@@ -17,7 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+import psutil
+
 from ncclcheck.network.interfaces import Interface, interface_for_address
+from ncclcheck.redact import MASK, is_secret_name, redact_text
 
 PORT_RANGE_FILE = "/proc/sys/net/ipv4/ip_local_port_range"
 RESERVED_PORTS_FILE = "/proc/sys/net/ipv4/ip_local_reserved_ports"
@@ -161,7 +164,6 @@ def can_bind(port: int, family: int = socket.AF_INET) -> tuple[bool, str | None]
 
 def port_holders(port: int) -> list[Holder]:
     """Processes listening on TCP ``port`` in this network namespace (psutil)."""
-    import psutil
     try:
         conns = psutil.net_connections("tcp")
     except (psutil.AccessDenied, OSError):
@@ -197,7 +199,6 @@ def port_holders(port: int) -> list[Holder]:
 def safe_cmdline(argv: Sequence[str]) -> str:
     """A command line fit for a report: the value after a secret-looking flag
     (``--token abc``) and secret ``NAME=value`` pairs become ``***``."""
-    from ncclcheck.redact import MASK, is_secret_name, redact_text
     shown = []
     for i, arg in enumerate(argv):
         previous = argv[i - 1] if i else ""

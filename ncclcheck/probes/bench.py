@@ -12,15 +12,19 @@ import time
 
 from ncclcheck.bench.analysis import (SweepResult, allreduce_check, bench_section, busbw_check,
                                       job_rows, straggler_check)
+from ncclcheck.bench.analysis import CHECKS as SWEEP_CHECKS
 from ncclcheck.bench.faults import FAULT_VARIABLE, parse_faults
 from ncclcheck.bench.options import BenchOptions, choose_backend, cuda_gpu_count
+from ncclcheck.bench.plot import draw
 from ncclcheck.bench.progress import Progress
 from ncclcheck.bench.reference import Hardware, choose_reference, infiniband_rate, interface_speed
 from ncclcheck.bench.sizes import sweep_sizes
+from ncclcheck.bench.sweep import absent_result, join_cluster, run_on_cluster, run_standalone
 from ncclcheck.bench.worker import SweepConfig
 from ncclcheck.context import ProbeContext
 from ncclcheck.model import (BenchSection, Category, CheckResult, FamilyOutput, failed, passed,
                              warned)
+from ncclcheck.registry import CheckSpec
 
 
 def _deadlines(ctx: ProbeContext) -> tuple[float, float]:
@@ -55,7 +59,6 @@ def _hardware(result: SweepResult, ctx: ProbeContext) -> Hardware:
 def _run(ctx: ProbeContext, opts: BenchOptions, fault: str) -> tuple[SweepResult | None, list[CheckResult]]:
     end, collective = _deadlines(ctx)
     if ctx.cluster is not None:
-        from ncclcheck.bench.sweep import absent_result, join_cluster, run_on_cluster
         session = ctx.cluster
         backend, missing = join_cluster(session, opts.backend, cuda_gpu_count(ctx.env), collective)
         config = _config(opts, backend, collective, end, fault)
@@ -79,7 +82,6 @@ def _run(ctx: ProbeContext, opts: BenchOptions, fault: str) -> tuple[SweepResult
                              "use --backend gloo for a CPU check.", Category.CUDA, backend="nccl")]
     nproc = gpus if backend == "nccl" else opts.nproc
     config = _config(opts, backend, collective, end, fault)
-    from ncclcheck.bench.sweep import run_standalone
     progress = Progress(config.sizes, nproc, backend)
     try:
         result = run_standalone(config, nproc, dict(ctx.env), end, progress.update)
@@ -113,7 +115,6 @@ def probe(ctx: ProbeContext) -> FamilyOutput:
 
 def _plot(section: BenchSection, path: str) -> list[CheckResult]:
     """Draw the curve; the report says where it went (or why it did not)."""
-    from ncclcheck.bench.plot import draw
     try:
         draw(section.to_dict(), path)
     except ImportError as exc:
@@ -130,9 +131,6 @@ def _plot(section: BenchSection, path: str) -> list[CheckResult]:
 
 # -- declarations: every check this family reports (``ncclcheck checks``, docs/bench.md) ------
 def _declarations():
-    from ncclcheck.bench.analysis import CHECKS as SWEEP_CHECKS
-    from ncclcheck.registry import CheckSpec
-
     return SWEEP_CHECKS + (
         CheckSpec("bench.plot", "the --plot file was drawn", (Category.CONFIGURATION,),
                   warns_when="--plot FILE cannot be drawn (the plot extra is missing, or the "

@@ -192,7 +192,7 @@ def check_torch_nccl(answer: LibraryAnswer | None) -> CheckResult:
         return skipped("nccl.torch_version", f"skipped: {cpu_build} is a CPU-only build: it has "
                        "no NCCL to compare", torch=cpu_build)
     try:
-        import torch
+        import torch  # deferred: seconds to import; a CPU-only build was ruled out above
     except Exception as exc:
         return skipped("nccl.torch_version",
                        f"skipped: torch does not import ({type(exc).__name__})")

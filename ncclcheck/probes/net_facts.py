@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from ncclcheck.context import ProbeContext
 from ncclcheck.launchers import Layout, read_layout
+from ncclcheck.ncclib.discovery import discover
 from ncclcheck.ncclib.config_files import nccl_environment
 from ncclcheck.ncclib.wheel import installed_nccl_version
 from ncclcheck.network.interfaces import (IbPort, Interface, NcclPrediction, SocketChoice,
@@ -117,7 +118,6 @@ def nccl_rules_version(ctx: ProbeContext) -> str | None:
     if ctx.options.net.nccl_version:
         return str(ctx.options.net.nccl_version)
     try:
-        from ncclcheck.ncclib.discovery import discover
         winner = discover(ctx.env).winner
         if winner is not None and winner.version:
             return winner.version

@@ -14,6 +14,7 @@ from typing import Any, Sequence
 from ncclcheck.context import ProbeContext
 from ncclcheck.model import Category, CheckResult, errored, failed, passed, skipped, warned
 from ncclcheck.network.interfaces import Interface, SocketChoice, find
+from ncclcheck.network.mesh import FULL_MESH_MAX, run_mesh
 from ncclcheck.registry import CheckSpec
 
 IFACE = Category.INTERFACE
@@ -42,7 +43,6 @@ def run_cluster_mesh(ctx: ProbeContext, bootstrap: SocketChoice | None,
         return MeshRun(not_run=CLUSTER_ONLY)
     if bootstrap is None:
         return MeshRun(not_run=NO_NCCL_INTERFACE)
-    from ncclcheck.network.mesh import FULL_MESH_MAX, run_mesh
     iface = find(interfaces, bootstrap.name)
     full_max = int(ctx.options.net.mesh_full_max or FULL_MESH_MAX)
     budget = max(0.5, ctx.remaining() - 0.5)

@@ -9,9 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ncclcheck.context import ProbeContext
+from ncclcheck.explain.catalogue import signature
 from ncclcheck.gpus import VisibleGpus, nvidia_driver_loaded, visible_gpus
 from ncclcheck.launchers import Layout, read_layout
 from ncclcheck.model import Category, CheckResult, failed, passed, skipped, warned
+from ncclcheck.probes.lightning_checks import CHECKS as LIGHTNING_CHECKS
+from ncclcheck.registry import CheckSpec
 
 RANK = Category.RANK_MISMATCH
 INVALID_RANK = "nccl.invalid_rank"  # the catalogue signature these failures lead to
@@ -53,7 +56,6 @@ def expected_layout(ctx: ProbeContext, layout: Layout) -> Expected:
 def fix_world(expected: Expected) -> str:
     """The fix for a world size that disagrees with nodes x GPUs: the catalogue's text for
     NCCL's 'Invalid rank requested', so the probe and `explain` say the same thing."""
-    from ncclcheck.explain.catalogue import signature
     return signature(INVALID_RANK).render({"nodes": expected.nodes,
                                            "gpus_per_node": expected.gpus_per_node,
                                            "expected_world_size": expected.world})[1]
@@ -78,8 +80,7 @@ def probe(ctx: ProbeContext) -> list[CheckResult]:
     for result in results:
         result.rank = layout.rank
     if ctx.options.ranks.wants_lightning:
-        from ncclcheck.lightning.probe import lightning_results  # imports Lightning: only here
-        results.extend(lightning_results(ctx))
+        results.extend(ctx.options.ranks.lightning_results(ctx))
     return results
 
 
@@ -331,8 +332,6 @@ def check_master(layout: Layout, expected: Expected) -> CheckResult:
 
 # -- declarations: every check this family reports (``ncclcheck checks``, docs/ranks.md) ------
 def _declarations():
-    from ncclcheck.registry import CheckSpec
-
     config = Category.CONFIGURATION
     own = (
         CheckSpec("ranks.launcher", "the launcher that started this process", (RANK,),
@@ -391,13 +390,4 @@ def _declarations():
     return own
 
 
-def _lightning_declarations():
-    """The ranks.lightning.* and ranks.cluster_env.* checks, declared in ncclcheck.lightning."""
-    from ncclcheck.lightning.custom import CHECKS as CLUSTER_ENV_CHECKS
-    from ncclcheck.lightning.preflight import CHECKS as PREFLIGHT_CHECKS
-    from ncclcheck.lightning.trainer_view import CHECKS as TRAINER_CHECKS
-
-    return TRAINER_CHECKS + CLUSTER_ENV_CHECKS + PREFLIGHT_CHECKS
-
-
-CHECKS = _declarations() + _lightning_declarations()
+CHECKS = _declarations() + LIGHTNING_CHECKS

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ncclcheck.model import Report
 
+from .bench import bench_table
 from .text import ICONS, context_line, counts_line, grouped_fixes, where
 
 
@@ -18,7 +19,6 @@ def render_markdown(report: Report) -> str:
     for c in data["checks"]:
         out.append(f"| {ICONS[c['status']]} | `{c['id']}` | {_cell(c['summary'])} | {_cell(where(c))} |")
     if data.get("bench"):
-        from .bench import bench_table
         out += ["", "```", bench_table(data["bench"]), "```"]
     fixes = grouped_fixes(data)
     if fixes:

@@ -61,7 +61,7 @@ class ReportCollector:
         self.timestamp = timestamp
 
     def collect(self) -> Iterator:
-        from prometheus_client.core import GaugeMetricFamily
+        from prometheus_client.core import GaugeMetricFamily  # deferred: see render_prometheus
 
         series = _check_series(self.report)
         status = GaugeMetricFamily(f"{PREFIX}_check_status",
@@ -89,7 +89,7 @@ class ReportCollector:
                                 "Unix time the report was made.", value=self.timestamp)
 
     def _bench(self) -> Iterator:
-        from prometheus_client.core import GaugeMetricFamily
+        from prometheus_client.core import GaugeMetricFamily  # deferred: see render_prometheus
 
         bench = self.report.bench
         if not bench:
@@ -109,7 +109,7 @@ class ReportCollector:
 
 def _single(name: str, doc: str, label_names: tuple[str, ...], label_values: tuple[str, ...],
             value: float):
-    from prometheus_client.core import GaugeMetricFamily
+    from prometheus_client.core import GaugeMetricFamily  # deferred: see render_prometheus
 
     family = GaugeMetricFamily(name, doc, labels=label_names)
     family.add_metric(label_values, value)
@@ -118,6 +118,7 @@ def _single(name: str, doc: str, label_names: tuple[str, ...], label_values: tup
 
 def render_prometheus(report: Report, *, timestamp: float | None = None) -> str:
     """The report in the Prometheus text exposition format."""
+    # deferred: prometheus_client takes tens of milliseconds to import; only --prom-file needs it
     from prometheus_client import CollectorRegistry, generate_latest
 
     registry = CollectorRegistry(auto_describe=False)

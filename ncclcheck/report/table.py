@@ -8,6 +8,7 @@ from tabulate import tabulate
 
 from ncclcheck.model import Report
 
+from .bench import bench_table
 from .text import ICONS, context_line, counts_line, grouped_fixes, single_origin, where
 
 
@@ -20,7 +21,6 @@ def render_table(report: Report) -> str:
     out = [f"ncclcheck {data['version']} — {context_line(data)}", ""]
     out.append(tabulate(rows, headers=headers, tablefmt="simple"))
     if data.get("bench"):
-        from .bench import bench_table
         out += ["", bench_table(data["bench"])]
     fixes = grouped_fixes(data)
     if fixes:

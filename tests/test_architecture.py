@@ -1,0 +1,308 @@
+"""The shape of the package: no import circle, imports at the top, small modules, and the
+probes free of Lightning until it is asked for.
+
+The import graph is read from the source with ``ast``: every import statement anywhere in a
+module (at the top, inside a function, under ``if TYPE_CHECKING:``), relative imports resolved,
+``from x import y`` taken as module ``x.y`` when that is a module, the package ``__init__`` an
+import from outside a package runs first, and the ``"module:function"`` strings the probe
+registry imports by name, so that no circle hides behind a deferred import or a string.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+import textwrap
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from ncclcheck.lightning.launch_styles import LIGHTNING, SLURM, TORCHRUN
+from ncclcheck.probes.lightning_checks import GRID_LAUNCHERS
+from ncclcheck.registry_load import load_registry
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "ncclcheck"
+MAX_LINES = 400
+
+# Third-party packages a function may import, because importing them is slow or they are
+# optional extras; each such import line (or the line above it) says why in a ``# deferred:``
+# comment.
+DEFERRED_PACKAGES = frozenset({
+    "torch",  # seconds to import; only the families that talk to GPUs or build process groups
+    "lightning", "pytorch_lightning",  # optional extra, seconds to import
+    "hyperscan", "ahocorasick",  # optional accelerators of `explain`
+    "matplotlib",  # optional extra, only --plot
+    "prometheus_client",  # tens of milliseconds, only --prom-file
+})
+
+# Modules of this package a function may import: a package's public names loaded on first
+# use, and the command line loading a command's machinery only when that command runs, so that
+# `--help` and `ncclcheck explain` stay quick. Each line says why in a ``# deferred:`` comment.
+DEFERRED_MODULES: dict[str, frozenset[str]] = {
+    "ncclcheck": frozenset({"ncclcheck.model", "ncclcheck.context", "ncclcheck.runner"}),
+    "ncclcheck.cli": frozenset({"ncclcheck.runner", "ncclcheck.lightning.probe",
+                                "ncclcheck.explain.cli"}),
+}
+REASON = "# deferred:"
+
+
+@dataclass(frozen=True)
+class Import:
+    """One import of a module found in the source."""
+
+    source: str  # the importing module
+    target: str  # the module imported (for a package's submodule, the submodule)
+    line: int
+    deferred: bool  # inside a function
+    how: str  # "import", or "string" for a "module:function" target
+
+
+def module_names() -> dict[str, Path]:
+    """Every module of the package by dotted name (a package by its own name)."""
+    names = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        names[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return names
+
+
+def _base(source: str, path: Path, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    package = source.split(".") if path.name == "__init__.py" else source.split(".")[:-1]
+    package = package[:len(package) - (node.level - 1)]
+    return ".".join(package + ([node.module] if node.module else []))
+
+
+def _in_function(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    while node in parents:
+        node = parents[node]
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            return True
+    return False
+
+
+def imports_of(source: str, path: Path, modules: dict[str, Path]) -> list[Import]:
+    """Every import in one module: statements, and "ncclcheck.x:function" / "ncclcheck.x"
+    strings that name a module of the package."""
+    tree = ast.parse(path.read_text("utf-8"))
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    found = []
+    for node in ast.walk(tree):
+        deferred = _in_function(node, parents)
+        if isinstance(node, ast.Import):
+            found += [Import(source, a.name, node.lineno, deferred, "import") for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = _base(source, path, node)
+            for alias in node.names:
+                target = f"{base}.{alias.name}"
+                found.append(Import(source, target if target in modules else base, node.lineno,
+                                    deferred, "import"))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            target = node.value.partition(":")[0]
+            if target in modules and target.startswith("ncclcheck.") and " " not in node.value:
+                found.append(Import(source, target, node.lineno, deferred, "string"))
+    return found
+
+
+def _own(target: str) -> bool:
+    return target == "ncclcheck" or target.startswith("ncclcheck.")
+
+
+def import_graph() -> tuple[dict[str, set[str]], dict[tuple[str, str], Import]]:
+    """Module -> the package's modules importing it runs, and one import behind each edge.
+
+    Importing ``a.b.c`` from outside ``a.b`` runs ``a.b/__init__.py`` first, so it is an edge
+    to ``a.b`` as well."""
+    modules = module_names()
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    why: dict[tuple[str, str], Import] = {}
+    for source, path in modules.items():
+        for found in imports_of(source, path, modules):
+            if not _own(found.target):
+                continue
+            parts = found.target.split(".")
+            targets = [".".join(parts[:n]) for n in range(2, len(parts) + 1)]
+            for target in targets:
+                inside = source == target or source.startswith(target + ".")
+                if target in modules and not inside:
+                    graph[source].add(target)
+                    why.setdefault((source, target), found)
+    return graph, why
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The sets of modules that all reach each other (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                components.append(sorted(component))
+
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 10 * len(graph) + 100))
+    try:
+        for node in sorted(graph):
+            if node not in index:
+                visit(node)
+    finally:
+        sys.setrecursionlimit(limit)
+    return components
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One shortest circle through each strongly connected set of modules."""
+    return [_shortest_circle(graph, set(c), c[0]) for c in strongly_connected(graph)]
+
+
+def _shortest_circle(graph: dict[str, set[str]], members: set[str], start: str) -> list[str]:
+    came_from: dict[str, str] = {}
+    queue = deque([start])
+    while queue:
+        node = queue.popleft()
+        for nxt in sorted(graph[node] & members):
+            if nxt == start:
+                path = [node]
+                while path[-1] != start:
+                    path.append(came_from[path[-1]])
+                return [start] + path[::-1][1:] + [start] if len(path) > 1 else [start, node, start]
+            if nxt not in came_from:
+                came_from[nxt] = node
+                queue.append(nxt)
+    raise AssertionError(f"{start} is in a strongly connected set but on no circle")
+
+
+def describe(circle: list[str], why: dict[tuple[str, str], Import]) -> str:
+    steps = []
+    for source, target in zip(circle, circle[1:]):
+        found = why[(source, target)]
+        place = f"{module_names()[source].relative_to(ROOT)}:{found.line}"
+        kind = {"string": " (by name)"}.get(found.how, " (in a function)" if found.deferred else "")
+        steps.append(f"  {source} -> {target}{kind}  [{place}]")
+    return "\n".join(steps)
+
+
+# -- the graph reader reads what it claims --------------------------------------------------
+def test_the_graph_holds_known_edges_of_every_kind():
+    graph, why = import_graph()
+    assert "ncclcheck.probes" in graph["ncclcheck.runner"]  # a plain top-level import
+    assert why[("ncclcheck.probes", "ncclcheck.probes.ranks")].how == "string"  # FAMILIES
+    assert "ncclcheck.cluster.session" in graph["ncclcheck.cluster.job"]  # a relative import
+    # importing a submodule from outside its package runs the package's __init__ first
+    assert "ncclcheck.launchers" in graph["ncclcheck.probes.ranks"]
+    assert "ncclcheck.explain" in graph["ncclcheck.probes.ranks"]
+
+
+def test_the_cycle_finder_finds_a_circle_and_names_its_modules():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"e2"}, "e2": {"e"}}
+    assert sorted(map(tuple, cycles(graph))) == [("a", "b", "c", "a"), ("e", "e2", "e")]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+# -- the rules -------------------------------------------------------------------------------
+def test_no_import_cycle():
+    graph, why = import_graph()
+    found = [(_shortest_circle(graph, set(c), c[0]), c) for c in strongly_connected(graph)]
+    assert not found, "import circles (break one by returning data to the caller):\n" + \
+        "\n\n".join(f"{len(members)} modules reach each other: {', '.join(members)}; one "
+                      f"circle:\n{describe(circle, why)}" for circle, members in found)
+
+
+def _deferral_problems() -> list[str]:
+    modules = module_names()
+    problems = []
+    for source, path in modules.items():
+        lines = path.read_text("utf-8").splitlines()
+        for found in imports_of(source, path, modules):
+            if not found.deferred or found.how != "import":
+                continue
+            where = f"{path.relative_to(ROOT)}:{found.line}: import of {found.target}"
+            if _own(found.target):
+                allowed = found.target in DEFERRED_MODULES.get(source, ())
+            else:
+                allowed = found.target.split(".")[0] in DEFERRED_PACKAGES
+            if not allowed:
+                problems.append(f"{where} inside a function: move it to the top of the module")
+            elif not any(REASON in lines[n - 1] for n in (found.line, found.line - 1) if n > 0):
+                problems.append(f"{where} is deferred without a '{REASON} <why>' comment")
+    return list(dict.fromkeys(problems))
+
+
+def test_imports_sit_at_the_top_unless_deferred_with_a_reason():
+    problems = _deferral_problems()
+    assert not problems, "\n".join(problems)
+
+
+def test_no_module_is_longer_than_the_limit():
+    long = {str(p.relative_to(ROOT)): n for p in module_names().values()
+            if (n := len(p.read_text("utf-8").splitlines())) > MAX_LINES}
+    assert not long, f"modules over {MAX_LINES} lines (split them): {long}"
+
+
+@pytest.mark.parametrize("code", [
+    "import ncclcheck.probes",
+    "import ncclcheck.probes.ranks",
+    "from ncclcheck.registry_load import load_registry; load_registry()",
+])
+def test_the_probes_and_the_registry_load_neither_lightning_nor_torch(code):
+    assert _loaded_after(code, ("torch", "lightning", "pytorch_lightning",
+                                "ncclcheck.lightning")) == []
+
+
+def test_the_command_line_loads_a_command_s_machinery_only_when_it_runs():
+    """What cli.py defers, so that --help and `ncclcheck explain` stay quick."""
+    assert _loaded_after("import ncclcheck.cli", ("torch", "ncclcheck.runner",
+                                                  "ncclcheck.lightning", "ncclcheck.explain")) == []
+
+
+def _loaded_after(code: str, names: tuple[str, ...]) -> list[str]:
+    """The modules among ``names`` (and their submodules) a fresh interpreter holds after
+    running ``code``."""
+    check = textwrap.dedent(f"""
+        import json, sys
+        {code}
+        names = {names!r}
+        print(json.dumps(sorted(m for m in sys.modules
+                                if any(m == n or m.startswith(n + ".") for n in names))))
+    """)
+    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True,
+                          timeout=120, check=True)
+    return json.loads(done.stdout)
+
+
+def test_the_registry_still_declares_the_lightning_checks():
+    """The Lightning rows stay listed although building the registry imports no Lightning."""
+    ids = {s.id for s in load_registry().family("ranks")}
+    assert {"ranks.lightning.environment", "ranks.lightning.live",
+            "ranks.cluster_env.interface", "ranks.cluster_env.torchrun"} <= ids
+
+
+def test_the_declared_grid_launchers_are_the_ones_the_grid_runs():
+    """The declarations name the launchers without importing ncclcheck.lightning."""
+    assert GRID_LAUNCHERS == tuple((s.name, s.title) for s in (TORCHRUN, LIGHTNING, SLURM))
