@@ -17,6 +17,7 @@ from typing import Any, Iterable, Mapping
 
 from ncclcheck.context import ProbeContext, ProbeOptions
 from ncclcheck.model import BenchSection, CheckResult, Report, Status
+from ncclcheck.probes.ranks_checks import LAUNCHER
 from ncclcheck.report import render, render_junit
 
 
@@ -70,7 +71,7 @@ def package_version(name: str) -> str | None:
 
 
 def report_context(ctx: ProbeContext, results: list[CheckResult]) -> dict[str, Any]:
-    launcher = next((r.details.get("launcher") for r in results if r.id == "ranks.launcher"), None)
+    launcher = next((r.details.get("launcher") for r in results if r.id == LAUNCHER.id), None)
     if launcher is None:
         from ncclcheck.launchers import detect_launcher
         launcher = detect_launcher(ctx.env)[0].name

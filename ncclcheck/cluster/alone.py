@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from ncclcheck.model import Category, CheckResult, FamilyOutput, failed, warned
 
-from .session import ClusterSession, StoreUnavailable, key
+from .session import STORE, ClusterSession, StoreUnavailable, key
 
 if TYPE_CHECKING:
     from ncclcheck.runner import Outcome
@@ -30,7 +30,7 @@ def report_alone(job: "Job", reason: StoreUnavailable,
     families here (within the deadline that is left) unless they already ran."""
     from ncclcheck.runner import Outcome, build_report, publish
     verdict = warned if reason.category == Category.CONFIGURATION else failed
-    row = verdict("cluster.store", reason.message, reason.fix, reason.category, **reason.details)
+    row = verdict(STORE, reason.message, reason.fix, reason.category, **reason.details)
     if probed is None:
         from ncclcheck.probes import probe_families
         alone = dataclasses.replace(job.ctx, timeout=job.clock.probe_budget_s, cluster=None)

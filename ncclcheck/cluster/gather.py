@@ -15,11 +15,12 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ncclcheck.model import CheckResult, FamilyOutput, passed
+from ncclcheck.probes.nccl import VERSION as NCCL_VERSION
 
 from .aggregate import aggregate, by_host
 from .checks import Gathered, cluster_checks, processes
 from .expect import Expectation
-from .session import ClusterSession, key
+from .session import STORE, ClusterSession, key
 
 if TYPE_CHECKING:
     from ncclcheck.runner import Outcome
@@ -97,8 +98,8 @@ def _job_checks(session: ClusterSession, job: "Job", gathered: Gathered,
                 everything: list[CheckResult]) -> list[CheckResult]:
     """cluster.store and the cluster.* checks over what every process announced and reported."""
     gathered.nccl_by_host = {r.host: str(r.details["version"]) for r in everything
-                             if r.id == "nccl.version" and r.host and r.details.get("version")}
-    store_row = passed("cluster.store", f"store at {session.address}:{session.port} hosted by "
+                             if r.id == NCCL_VERSION.id and r.host and r.details.get("version")}
+    store_row = passed(STORE, f"store at {session.address}:{session.port} hosted by "
                        f"rank 0 on {job.ctx.host}; {len(gathered.members)} process(es) connected",
                        address=session.address, port=session.port,
                        connected=len(gathered.members))

@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING, Mapping
 from ncclcheck.context import ProbeContext
 from ncclcheck.launchers import Layout, read_layout
 from ncclcheck.model import Category, CheckResult, FamilyOutput
+from ncclcheck.registry import CheckSpec
 
 from .alone import await_verdict, lost_store, report_alone
 from .clock import JobClock
 from .expect import Expectation, claimed_rank, expectation
 from .gather import report_job
 from .identity import identity
-from .session import ClusterSession, StoreUnavailable, join_store, key
+from .session import STORE, ClusterSession, StoreUnavailable, join_store, key
 
 if TYPE_CHECKING:
     from ncclcheck.runner import Outcome, Output
@@ -127,24 +128,6 @@ def probe(job: Job, session: ClusterSession) -> FamilyOutput:
     return probed
 
 
-# -- declarations: the row this module reports, for the registry (``ncclcheck checks``) --------
-def _declarations():
-    from ncclcheck.registry import CheckSpec
-
-    return (
-        CheckSpec("cluster.store", "the ranks met at rank 0's report store",
-                  (Category.CONFIGURATION, Category.NAME_RESOLUTION, Category.PORT_IN_USE,
-                   Category.CONNECTION),
-                  fails_when="MASTER_ADDR does not resolve (name_resolution), rank 0 cannot "
-                             "open the store because its port is taken (port_in_use) or "
-                             "MASTER_ADDR is not its host, or a rank cannot reach the store "
-                             "(connection)",
-                  warns_when="MASTER_ADDR / MASTER_PORT are missing, so each process reports on "
-                             "itself only",
-                  doc="A process that cannot join the job prints its own report with this row "
-                      "in it; rank 0's job report carries it as a passing row with the store's "
-                      "address."),
-    )
-
-
-CHECKS = _declarations()
+# -- declarations: the row this module's phases report (declared with the store it is about),
+# for the registry (``ncclcheck checks``)
+CHECKS: tuple[CheckSpec, ...] = (STORE,)

@@ -14,6 +14,7 @@ from typing import Any, Iterable, Mapping
 
 from ncclcheck.context import ProbeOptions, RanksOptions
 from ncclcheck.model import Category, CheckResult, Report, Status, failed, passed
+from ncclcheck.registry import CheckSpec
 
 FAST_FAMILIES = ("ranks", "net", "nccl")
 RANK = Category.RANK_MISMATCH
@@ -92,9 +93,9 @@ def check_live_environment(cluster_environment: Any, num_nodes: int, devices: in
             problems.append(f"{member}() = {value!r} is outside 0..{bound - 1} ({arg}={bound})")
             fixes.append(f"{name}.{member}() must return 0..{bound - 1}.")
     if problems:
-        return failed("ranks.lightning.live", f"{name} on this rank: " + "; ".join(problems),
+        return failed(LIVE, f"{name} on this rank: " + "; ".join(problems),
                       " ".join(fixes), RANK, **details)
-    return passed("ranks.lightning.live", f"{name}: rank {rank} of {size}, local {values['local_rank']}, "
+    return passed(LIVE, f"{name}: rank {rank} of {size}, local {values['local_rank']}, "
                   f"node {values['node_rank']} fit {num_nodes} x {devices}", **details)
 
 
@@ -135,16 +136,12 @@ def preflight(num_nodes: int | None = None, devices: int | None = None, *,
 
 
 # -- declarations: the check above, for the registry (re-exported by ncclcheck.probes.ranks) ---
-def _declarations():
-    from ncclcheck.registry import CheckSpec
-
-    return (
-        CheckSpec("ranks.lightning.live", "this rank's ClusterEnvironment fits the Trainer",
-                  (RANK,),
-                  fails_when="inside a running Trainer, a rank method raises, world_size() is "
-                             "not num_nodes x devices, or a rank is outside its range",
-                  doc="Reported by the Lightning preflight (callback or preflight()) only."),
-    )
+LIVE = CheckSpec(
+    "ranks.lightning.live", "this rank's ClusterEnvironment fits the Trainer",
+    (RANK,),
+    fails_when="inside a running Trainer, a rank method raises, world_size() is "
+               "not num_nodes x devices, or a rank is outside its range",
+    doc="Reported by the Lightning preflight (callback or preflight()) only.")
 
 
-CHECKS = _declarations()
+CHECKS: tuple[CheckSpec, ...] = (LIVE,)
