@@ -98,8 +98,8 @@ def socket_product(settings: Mapping[str, Setting]) -> Verdict | None:
                        f"NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD = {t_eff} x {n} = {product} "
                        f"> {MAX_SOCKETS}: NCCL lowers NCCL_NSOCKS_PERTHREAD to "
                        f"{MAX_SOCKETS // t_eff}",
-                       catalogue_fix("nccl.too_many_sockets", f"Keep the product at most "
-                                     f"{MAX_SOCKETS}.", f"Here: NCCL_SOCKET_NTHREADS={t_eff} "
+                       catalogue_fix("nccl.too_many_sockets",
+                                     f"Here: NCCL_SOCKET_NTHREADS={t_eff} "
                                      f"NCCL_NSOCKS_PERTHREAD={MAX_SOCKETS // t_eff}."),
                        Category.CONFIGURATION,
                        "socket_count")

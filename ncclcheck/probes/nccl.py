@@ -248,10 +248,8 @@ def check_bootstrap(answer: LibraryAnswer | None, env, interfaces: dict[str, lis
                                "last_error": choice.last_error, "NCCL_SOCKET_IFNAME": ifname,
                                "interfaces_up": interfaces}
     if choice.no_interface:
-        fix = catalogue_fix("nccl.no_socket_interface",
-                            "Set NCCL_SOCKET_IFNAME to an interface present and up on every "
-                            "node, or bring up an interface with an IPv4/IPv6 address.",
-                            f"This host has: {real}.", {"ifname": ifname} if ifname else {})
+        fix = catalogue_fix("nccl.no_socket_interface", f"This host has: {real}.",
+                            {"ifname": ifname} if ifname else {})
         summary = ("libnccl found no socket interface to bootstrap on"
                    + (f" (NCCL_SOCKET_IFNAME={ifname} matches nothing up here)" if ifname else ""))
         return failed(BOOTSTRAP_INTERFACE, summary, fix, Category.INTERFACE, **details)

@@ -57,7 +57,7 @@ def check_plugin(search: PluginSearch, supported: dict[str, list[int]],
         wanted = (f"Install a {kind.name} plugin built for {nccl} (one exporting "
                   f"{kind.symbols[0]}_v{max(supported.get(kind.symbols[0], [0]))}), or set "
                   f"{kind.variable}=none.")
-        fix = (catalogue_fix("nccl.net_plugin_broken", wanted, f"Here: {wanted}")
+        fix = (catalogue_fix("nccl.net_plugin_broken", f"Here: {wanted}")
                if kind.name == "net" else wanted)
         return failed(cid, f"{first.path} {primary.reason}: {nccl} cannot use it", fix,
                       Category.NET_PLUGIN, **details)
@@ -91,16 +91,14 @@ def check_net(env, net_search: PluginSearch, devices: list[str]) -> CheckResult:
                           **details)
         return failed(NET, "NCCL_NET=IB but this host has no RDMA device: NCCL init fails "
                       "('Failed to initialize any NET plugin')",
-                      catalogue_fix("nccl.net_not_found", "Unset NCCL_NET (or set "
-                                    "NCCL_NET=Socket) on hosts without InfiniBand/RoCE."),
+                      catalogue_fix("nccl.net_not_found"),
                       Category.NET_PLUGIN, **details)
     if plugin_found:
         return passed(NET, f"NCCL_NET={value}: an external net plugin is present; its "
                       "name is checked by NCCL at init", **details)
     return failed(NET, f"NCCL_NET={value} names no available network: no external net "
                   "plugin found, and the built-in ones are IB and Socket",
-                  catalogue_fix("nccl.net_not_found", "Install the plugin that provides "
-                                f"'{value}' and set NCCL_NET_PLUGIN, or unset NCCL_NET."),
+                  catalogue_fix("nccl.net_not_found"),
                   Category.NET_PLUGIN, **details)
 
 

@@ -137,7 +137,7 @@ def _no_nccl_interface(facts: Facts, setting: str | None,
         if down:
             fix = (f"Bring {', '.join(down)} up (`ip link set {down[0]} up`), or change "
                    f"it. {fix}")
-        fix = catalogue_fix(NO_IFACE_SIG, fix, f"Here: {fix}")
+        fix = catalogue_fix(NO_IFACE_SIG, f"Here: {fix}")
         return failed(NCCL_INTERFACE, summary, fix, IFACE, reasons=reasons,
                       signature=NO_IFACE_SIG, **details)
     family = facts.env.get("NCCL_SOCKET_FAMILY")
@@ -146,7 +146,7 @@ def _no_nccl_interface(facts: Facts, setting: str | None,
     fix = _propose(facts)
     if socket_family(facts.env):
         fix = f"Unset NCCL_SOCKET_FAMILY={family}, or give an interface such an address. " + fix
-    fix = catalogue_fix(NO_IFACE_SIG, fix, f"Here: {fix}")
+    fix = catalogue_fix(NO_IFACE_SIG, f"Here: {fix}")
     return failed(NCCL_INTERFACE, summary, fix, IFACE, signature=NO_IFACE_SIG,
                   **details)
 
@@ -203,7 +203,7 @@ def check_gloo_interface(facts: Facts) -> CheckResult:
                    f"{f', e.g. GLOO_SOCKET_IFNAME={nccl}' if nccl else ''}. "
                    f"This host's interfaces: "
                    f"{_listing([i for i in facts.interfaces if i.addresses])}")
-            fix = catalogue_fix("gloo.unknown_interface", fix, f"Here: {fix}")
+            fix = catalogue_fix("gloo.unknown_interface", f"Here: {fix}")
             return failed(GLOO_INTERFACE, summary, fix, IFACE,
                           signature="gloo.unknown_interface", **details)
     gloo = facts.gloo_first

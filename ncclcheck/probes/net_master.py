@@ -136,7 +136,7 @@ def judge_port_on_master(port: int, seen: PortOnMaster, details: dict[str, Any])
         here = (f"Here: stop that process, or choose another MASTER_PORT on every rank (e.g. "
                 f"MASTER_PORT={seen.suggestion}).")
         return failed(MASTER_PORT, f"MASTER_PORT={port} is already in use on this host by {who}",
-                      catalogue_fix("torch.store_port_in_use", here, here, {"port": port}),
+                      catalogue_fix("torch.store_port_in_use", here, {"port": port}),
                       Category.PORT_IN_USE, signature="torch.store_port_in_use", **details)
     if not state.free:
         summary = f"MASTER_PORT={port} is held by {ours[0].relation} ({ours[0].describe()})"
