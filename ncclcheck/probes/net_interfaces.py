@@ -41,7 +41,7 @@ def check_infiniband(ports: Sequence[IbPort]) -> CheckResult:
         return skipped(INFINIBAND, "no InfiniBand / RoCE device (/sys/class/infiniband)",
                        ports=[])
     details = {"ports": [p.to_dict() for p in ports]}
-    inactive = [p for p in ports if p.state.upper() != "ACTIVE"]
+    inactive = [p for p in ports if not p.active]
     listed = ", ".join(f"{p.device}:{p.port} {p.state} {p.link_layer or ''} {p.rate or ''}".strip()
                        for p in ports)
     if inactive:
