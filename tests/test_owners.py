@@ -210,3 +210,15 @@ def test_catalogue_fix_has_one_text_and_refuses_an_unknown_signature():
     assert "(now eth9)" in catalogue_fix("nccl.no_socket_interface", facts={"ifname": "eth9"})
     with pytest.raises(UnknownSignature):
         catalogue_fix("nccl.no_such_signature", "Here: anything.")
+
+
+# -- size -------------------------------------------------------------------------------------
+MAX_LINES = 400
+
+
+def test_no_module_is_over_400_lines():
+    """A module a newcomer can read in one sitting; a longer one is split along its seams
+    (probes/ranks: the expected layout, the checks, the family)."""
+    long = [f"{path.relative_to(ROOT)}: {n} lines" for path in sorted(PACKAGE.rglob("*.py"))
+            if (n := len(path.read_text("utf-8").splitlines())) > MAX_LINES]
+    assert not long, "\n".join(long)
