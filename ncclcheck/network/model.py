@@ -168,7 +168,6 @@ def interface_for_address(interfaces: Iterable[Interface], address: str) -> Inte
     return None
 
 
-
 def fastest_ib_rate(ports: Iterable[IbPort]) -> float | None:
     """The rate (Gb/s) of the fastest ACTIVE InfiniBand / RoCE port, None when none is."""
     rates = [port.rate_gbit for port in ports if port.active and port.rate_gbit]

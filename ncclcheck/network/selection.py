@@ -276,7 +276,6 @@ def propose_ifname(interfaces: Sequence[Interface]) -> str | None:
     return ("=" + ",".join(good)) if good else None
 
 
-
 def socket_link_speed(env: Mapping[str, str], interfaces: Sequence[Interface]) -> int | None:
     """The link speed (Mb/s) NCCL's sockets can expect: that of the first interface
     NCCL_SOCKET_IFNAME selects (NCCL's list grammar) that reports one, else the fastest
