@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Protocol, Union
 
 from ncclcheck.redact import redact_value_tree
 from ncclcheck.version import __version__
@@ -107,25 +107,49 @@ class CheckResult:
         )
 
 
-def passed(id: str, summary: str, **details: Any) -> CheckResult:
-    return CheckResult(id, Status.PASS, summary, details)
+class DeclaredCheck(Protocol):
+    """What a result helper accepts instead of an id: a declared ``CheckSpec`` (defined in
+    ncclcheck.registry, which imports this module, so it is named here by its shape only)."""
+
+    @property
+    def id(self) -> str: ...
 
 
-def skipped(id: str, summary: str, **details: Any) -> CheckResult:
-    return CheckResult(id, Status.SKIP, summary, details)
+# A check as the code that reports it names it: its declaration, or an id built from one.
+CheckName = Union[str, DeclaredCheck]
 
 
-def failed(id: str, summary: str, fix: str, category: Category, **details: Any) -> CheckResult:
-    return CheckResult(id, Status.FAIL, summary, details, fix, category)
+def check_id(check: CheckName) -> str:
+    """The id a result carries. A ``.*`` declaration covers many ids, so it cannot be reported
+    as such: its code names one member (``CheckSpec.member``)."""
+    ident = check if isinstance(check, str) else check.id
+    if ident.endswith(".*"):
+        raise ValueError(f"{ident} declares a family of checks: report one of them "
+                         "(CheckSpec.member)")
+    return ident
 
 
-def warned(id: str, summary: str, fix: str, category: Category, **details: Any) -> CheckResult:
-    return CheckResult(id, Status.WARN, summary, details, fix, category)
+def passed(check: CheckName, summary: str, /, **details: Any) -> CheckResult:
+    return CheckResult(check_id(check), Status.PASS, summary, details)
 
 
-def errored(id: str, summary: str, fix: str | None = None,
+def skipped(check: CheckName, summary: str, /, **details: Any) -> CheckResult:
+    return CheckResult(check_id(check), Status.SKIP, summary, details)
+
+
+def failed(check: CheckName, summary: str, fix: str, category: Category, /,
+           **details: Any) -> CheckResult:
+    return CheckResult(check_id(check), Status.FAIL, summary, details, fix, category)
+
+
+def warned(check: CheckName, summary: str, fix: str, category: Category, /,
+           **details: Any) -> CheckResult:
+    return CheckResult(check_id(check), Status.WARN, summary, details, fix, category)
+
+
+def errored(check: CheckName, summary: str, /, fix: str | None = None,
             category: Category = Category.OTHER, **details: Any) -> CheckResult:
-    return CheckResult(id, Status.ERROR, summary, details,
+    return CheckResult(check_id(check), Status.ERROR, summary, details,
                        fix or "Re-run with --format json and report the error text.", category)
 
 

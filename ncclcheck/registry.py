@@ -38,6 +38,13 @@ class CheckSpec:
     def family(self) -> str:
         return self.id.split(".", 1)[0]
 
+    def member(self, name: str) -> str:
+        """The id of one check of a ``.*`` family (``nccl.setting.*`` -> ``nccl.setting.NAME``),
+        so code that reports it builds the id from the declaration instead of re-typing it."""
+        if not self.id.endswith(".*"):
+            raise ValueError(f"{self.id} is one check, not a family of them")
+        return self.id[:-1] + name
+
     def matches(self, check_id: str) -> bool:
         """Whether a result id emitted by a probe is this check."""
         if self.id.endswith(".*"):

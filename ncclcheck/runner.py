@@ -22,6 +22,7 @@ from ncclcheck.context import ProbeContext, ProbeOptions
 from ncclcheck.launchers import detect_launcher
 from ncclcheck.model import BenchSection, CheckResult, Report, Status
 from ncclcheck.probes import probe_families
+from ncclcheck.probes.ranks_checks import LAUNCHER
 from ncclcheck.report import render, render_junit
 from ncclcheck.report.prometheus import write_prom_file
 
@@ -76,7 +77,7 @@ def package_version(name: str) -> str | None:
 
 
 def report_context(ctx: ProbeContext, results: list[CheckResult]) -> dict[str, Any]:
-    launcher = next((r.details.get("launcher") for r in results if r.id == "ranks.launcher"), None)
+    launcher = next((r.details.get("launcher") for r in results if r.id == LAUNCHER.id), None)
     if launcher is None:
         launcher = detect_launcher(ctx.env)[0].name
     return {

@@ -24,6 +24,7 @@ from ncclcheck.bench.reference import (REFERENCES, Hardware, choose_reference,
 from ncclcheck.bench.sizes import format_size, parse_size, sweep_sizes
 from ncclcheck.bench.worker import _tolerance, error_kind
 from ncclcheck.model import Report
+from ncclcheck.network.interfaces import Interface, list_ib_ports
 from ncclcheck.report.bench import bench_table, format_time_us
 
 SCHEMA = json.loads((Path(__file__).parents[1] / "docs" / "report.schema.json").read_text())
@@ -159,7 +160,8 @@ def test_reference_per_hardware():
         assert 0 < ref.warn_below_gbps < ref.busbw_gbps < ref.link_gbps
 
 
-def test_infiniband_and_ethernet_speeds_from_sysfs(tmp_path):
+def test_infiniband_and_ethernet_speeds_from_the_network_owner(tmp_path):
+    """The rates come from ncclcheck.network's reading of a (fake) sysfs tree."""
     port = tmp_path / "ib" / "mlx5_0" / "ports" / "1"
     port.mkdir(parents=True)
     (port / "state").write_text("4: ACTIVE\n")
@@ -168,13 +170,34 @@ def test_infiniband_and_ethernet_speeds_from_sysfs(tmp_path):
     down.mkdir(parents=True)
     (down / "state").write_text("1: DOWN\n")
     (down / "rate").write_text("400 Gb/sec (4X NDR)\n")
-    assert infiniband_rate(str(tmp_path / "ib")) == 200.0
-    assert infiniband_rate(str(tmp_path / "none")) is None
-    for name, speed in (("eth0", "25000"), ("eth1", "100000"), ("lo", "")):
-        (tmp_path / "net" / name).mkdir(parents=True)
-        (tmp_path / "net" / name / "speed").write_text(speed)
-    assert interface_speed({}, str(tmp_path / "net")) == 100000
-    assert interface_speed({"NCCL_SOCKET_IFNAME": "eth0"}, str(tmp_path / "net")) == 25000
+    assert infiniband_rate(list_ib_ports(tmp_path / "ib")) == 200.0
+    assert infiniband_rate(list_ib_ports(tmp_path / "none")) is None
+    assert interface_speed({"NCCL_CONF_FILE": str(tmp_path / "none")}, LINKS) == 100000
+    assert interface_speed({"NCCL_SOCKET_IFNAME": "eth0"}, LINKS) == 25000
+
+
+LINKS = [Interface("lo", True, True, speed_mbps=None, loopback=True),
+         Interface("eth0", True, True, speed_mbps=25000),
+         Interface("eth1", True, True, speed_mbps=100000)]
+
+
+def test_nccl_conf_socket_ifname_reaches_the_reference(tmp_path):
+    """NCCL_SOCKET_IFNAME set in nccl.conf chooses the link the reference is taken from, as one
+    exported does; an exported one wins over the file, as in NCCL."""
+    conf = tmp_path / "nccl.conf"
+    conf.write_text("NCCL_DEBUG=WARN\nNCCL_SOCKET_IFNAME=eth0\n")
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".nccl.conf").write_text("NCCL_SOCKET_IFNAME=eth0\n")
+
+    def reference(env):
+        speed = interface_speed(env, LINKS)
+        return choose_reference(Hardware("nccl", nodes=2, eth_speed_mbit=speed)).key
+
+    assert reference({"HOME": str(tmp_path)}) == "eth-100"  # no ~/.nccl.conf there
+    assert reference({"NCCL_CONF_FILE": str(conf)}) == "eth-25"
+    assert reference({"HOME": str(home)}) == "eth-25"
+    assert reference({"NCCL_CONF_FILE": str(conf), "NCCL_SOCKET_IFNAME": "eth1"}) == "eth-100"
 
 
 # -- analysis: outcomes -> checks ---------------------------------------------------------------------

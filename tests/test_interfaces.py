@@ -11,11 +11,12 @@ from __future__ import annotations
 import pytest
 
 from ncclcheck.ncclib.config_files import nccl_environment
-from ncclcheck.network.interfaces import (Address, IfList, Interface, explain_nccl_choice,
-                                  gloo_interface_names, list_ib_ports, list_interfaces,
-                                  parse_version, predict_gloo_interface, predict_gloo_interfaces,
+from ncclcheck.network.interfaces import (Address, IbPort, IfList, Interface,
+                                  explain_nccl_choice, fastest_ib_rate, gloo_interface_names,
+                                  list_ib_ports, list_interfaces, parse_version,
+                                  predict_gloo_interface, predict_gloo_interfaces,
                                   predict_nccl_bootstrap, predict_nccl_interfaces, propose_ifname,
-                                  socket_family)
+                                  socket_family, socket_link_speed)
 
 
 def iface(name, *addrs, up=True, running=None, loopback=False, mask="255.255.255.0"):
@@ -173,7 +174,64 @@ def test_ib_ports_from_sysfs(tmp_path):
     assert [(p.device, p.port, p.state, p.link_layer) for p in ports] == [
         ("mlx5_0", 1, "ACTIVE", "InfiniBand"), ("mlx5_1", 1, "DOWN", "Ethernet")]
     assert ports[0].netdevs == ("ib0",) and ports[0].phys_state == "LinkUp"
+    assert [p.active for p in ports] == [True, False]
     assert list_ib_ports(tmp_path / "missing") == []
+
+
+def _write_port(root, device, state, rate):
+    port = root / device / "ports" / "1"
+    port.mkdir(parents=True)
+    (port / "state").write_text(state + "\n")
+    (port / "rate").write_text(rate + "\n")
+
+
+def test_the_fastest_active_port_sets_the_rate(tmp_path):
+    """A faster port that is down does not count: NCCL's IB transport skips it."""
+    _write_port(tmp_path, "mlx5_0", "4: ACTIVE", "200 Gb/sec (4X HDR)")
+    _write_port(tmp_path, "mlx5_1", "1: DOWN", "400 Gb/sec (4X NDR)")
+    _write_port(tmp_path, "mlx5_2", "4: ACTIVE", "100 Gb/sec (4X EDR)")
+    ports = list_ib_ports(tmp_path)
+    assert [p.rate_gbit for p in ports] == [200.0, 400.0, 100.0]
+    assert fastest_ib_rate(ports) == 200.0
+    assert fastest_ib_rate(list_ib_ports(tmp_path / "none")) is None
+    assert fastest_ib_rate([p for p in ports if not p.active]) is None
+
+
+@pytest.mark.parametrize("rate, gbit", [("200 Gb/sec (4X HDR)", 200.0),
+                                        ("2.5 Gb/sec (1X SDR)", 2.5), ("", None), (None, None),
+                                        ("unknown", None)])
+def test_port_rate_in_gbit(rate, gbit):
+    assert IbPort("mlx5_0", 1, "ACTIVE", None, None, rate).rate_gbit == gbit
+
+
+def test_link_speed_is_read_from_sysfs(tmp_path):
+    """Every host has lo; a fake /sys/class/net gives it a speed the real one never reports."""
+    (tmp_path / "lo").mkdir()
+    (tmp_path / "lo" / "speed").write_text("1000\n")
+    lo = next(i for i in list_interfaces(tmp_path) if i.name == "lo")
+    assert lo.speed_mbps == 1000
+
+
+def _fast(name, speed, loopback=False):
+    return Interface(name, True, True, speed_mbps=speed, loopback=loopback)
+
+
+LINKS = [_fast("lo", 200000, loopback=True), _fast("eth0", 25000), _fast("eth1", 100000),
+         _fast("eth2", None), _fast("ib0", 200000)]
+
+
+@pytest.mark.parametrize("ifname, speed", [
+    (None, 200000),         # unset: the fastest non-loopback link
+    ("eth", 25000),         # a prefix: the first matching interface, in the host's order
+    ("eth1", 100000),
+    ("=eth1", 100000),
+    ("^ib,eth0", 100000),   # an exclude list: the first interface it leaves
+    ("eth2", None),         # selected, but it reports no speed
+    ("e", 200000),          # one character: NCCL ignores the variable, and so does this
+])
+def test_socket_link_speed_follows_nccl_socket_ifname(ifname, speed):
+    env = {} if ifname is None else {"NCCL_SOCKET_IFNAME": ifname}
+    assert socket_link_speed(env, LINKS) == speed
 
 
 def test_this_host_enumeration_is_consistent():

@@ -9,6 +9,7 @@ import json
 import re
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -26,18 +27,6 @@ EMITTERS = {"passed", "failed", "warned", "skipped", "errored", "CheckResult", "
 
 
 # -- what the code can emit, read from the source ---------------------------------------------
-def _literal(node: ast.AST, scope: ast.AST) -> ast.AST | None:
-    """A string or f-string behind an id argument: itself, or a name assigned one in scope."""
-    if isinstance(node, (ast.Constant, ast.JoinedStr)):
-        return node
-    if isinstance(node, ast.Name):
-        for sub in ast.walk(scope):
-            if (isinstance(sub, ast.Assign) and isinstance(sub.value, (ast.Constant, ast.JoinedStr))
-                    and any(isinstance(t, ast.Name) and t.id == node.id for t in sub.targets)):
-                return sub.value
-    return None
-
-
 def _as_pattern(node: ast.AST) -> tuple[str, str] | None:
     """(regex, constant prefix) of an id literal; a placeholder stands for any id segment."""
     if isinstance(node, ast.Constant):
@@ -53,21 +42,88 @@ def _as_pattern(node: ast.AST) -> tuple[str, str] | None:
     return regex, prefix
 
 
+@dataclass(frozen=True)
+class Member:
+    """``SPEC.member(name)``: some id of a ``.*`` family."""
+
+    spec: CheckSpec
+
+
+def _bound_in(scope: ast.AST, name: str) -> list[ast.AST]:
+    """What a local name is bound to in a function: assignments, and comprehension targets
+    (whose values are the items of what they iterate)."""
+    found: list[ast.AST] = []
+    for sub in ast.walk(scope):
+        if isinstance(sub, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name
+                                               for t in sub.targets):
+            found.append(sub.value)
+        elif isinstance(sub, ast.comprehension) and getattr(sub.target, "id", None) == name:
+            found.append(ast.Starred(sub.iter))
+    return found
+
+
+def _items(value: object) -> list[object]:
+    """A collection's items (a tuple literal's are already spread out by ``_values``)."""
+    if isinstance(value, dict):
+        return list(value.values())
+    return list(value) if isinstance(value, (tuple, list)) else [value]
+
+
+def _values(node: ast.AST, scope: ast.AST, module: str) -> list[object]:
+    """The objects an id argument can evaluate to: strings or f-string nodes as written,
+    ``CheckSpec`` objects, or ``Member`` for an id built from a ``.*`` declaration."""
+    if isinstance(node, (ast.Constant, ast.JoinedStr)):
+        return [node]
+    if isinstance(node, (ast.Starred, ast.Subscript)):  # (some of) the items of a collection
+        return [item for value in _values(node.value, scope, module) for item in _items(value)]
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return [v for elt in node.elts for v in _values(elt, scope, module)]
+    if isinstance(node, ast.Name):
+        local = _bound_in(scope, node.id) if isinstance(scope, ast.FunctionDef) else []
+        if local:
+            return [v for bound in local for v in _values(bound, scope, module)]
+        found = getattr(importlib.import_module(module), node.id, None)
+        return [found] if found is not None else []
+    if isinstance(node, ast.Attribute):
+        return [getattr(v, node.attr) for v in _values(node.value, scope, module)
+                if hasattr(v, node.attr)]
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "member"):
+        return [Member(v) for v in _values(node.func.value, scope, module)
+                if isinstance(v, CheckSpec)]
+    return []
+
+
+def _pattern(value: object) -> tuple[str, str] | None:
+    if isinstance(value, (ast.Constant, ast.JoinedStr)):
+        return _as_pattern(value)
+    if isinstance(value, str):
+        return re.escape(value), value
+    if isinstance(value, CheckSpec):
+        return re.escape(value.id), value.id
+    if isinstance(value, Member):
+        stem = value.spec.id[:-1]
+        return re.escape(stem) + r"[A-Za-z0-9_.]+", stem
+    return None
+
+
 def emitted_ids() -> dict[tuple[str, str], str]:
-    """Every id literal passed to a result constructor in ncclcheck/: (regex, prefix) -> where."""
+    """Every id passed to a result constructor in ncclcheck/ (a literal, a declared spec, an id
+    built from one): (regex, prefix) -> where."""
     found: dict[tuple[str, str], str] = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         tree = ast.parse(path.read_text("utf-8"))
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
         scopes = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.Module))]
         for scope in scopes:
             for call in ast.walk(scope):
                 if not (isinstance(call, ast.Call) and call.args
                         and getattr(call.func, "id", getattr(call.func, "attr", None)) in EMITTERS):
                     continue
-                literal = _literal(call.args[0], scope)
-                pattern = _as_pattern(literal) if literal is not None else None
-                if pattern is not None:
-                    found.setdefault(pattern, f"{path.relative_to(ROOT)}:{call.lineno}")
+                for value in _values(call.args[0], scope, module):
+                    pattern = _pattern(value)
+                    if pattern is not None:
+                        found.setdefault(pattern, f"{path.relative_to(ROOT)}:{call.lineno}")
     return found
 
 
@@ -82,10 +138,10 @@ REGISTRY = load_registry()
 EMITTED = emitted_ids()
 
 
-def test_the_scan_sees_literals_fstrings_and_names():
+def test_the_scan_sees_literals_fstrings_specs_and_members():
     patterns = {prefix for _, prefix in EMITTED}
     assert {"ranks.world_size", "cluster.store", "net.master_port", "nccl.bootstrap_interface",
-            "nccl.setting.", "ranks.cluster_env.", "nccl.plugin."} <= patterns
+            "nccl.setting.", "ranks.cluster_env.torchrun", "nccl.plugin."} <= patterns
     assert any(re.fullmatch(regex, "bench.probe") for regex, _ in EMITTED)
 
 

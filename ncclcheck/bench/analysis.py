@@ -116,7 +116,7 @@ def allreduce_check(result: SweepResult, rows: list[SizeRow]) -> CheckResult:
     duplicate = sorted(r for r, e in errors.items() if e["kind"] == "duplicate_gpu")
     if duplicate:
         message = errors[duplicate[0]]["message"]
-        return failed("bench.allreduce", f"two ranks share one GPU: {message}",
+        return failed(ALLREDUCE, f"two ranks share one GPU: {message}",
                       "Give each rank its own GPU: torch.cuda.set_device(LOCAL_RANK) with "
                       "CUDA_VISIBLE_DEVICES listing every GPU of the node (or exactly one per "
                       "rank), and no more processes per node than GPUs (--nproc-per-node / "
@@ -135,13 +135,13 @@ def allreduce_check(result: SweepResult, rows: list[SizeRow]) -> CheckResult:
     planned = len(result.sizes)
     if len(rows) < planned:
         last = format_size(rows[-1].bytes) if rows else "none"
-        return warned("bench.allreduce",
+        return warned(ALLREDUCE,
                       f"all-reduce correct on {len(rows)} of {planned} sizes; the deadline "
                       f"stopped the sweep after {last}",
                       f"Raise --timeout or lower --max-bytes (now {format_size(result.sizes[-1])}).",
                       Category.TIMEOUT, **details)
     span = f"{format_size(rows[0].bytes)}-{format_size(rows[-1].bytes)}" if rows else "no sizes"
-    return passed("bench.allreduce",
+    return passed(ALLREDUCE,
                   f"all-reduce over {result.backend} on {result.world_size} ranks correct at "
                   f"{len(rows)} sizes ({span}, {result.dtype}): 0 wrong values", **details)
 
@@ -174,7 +174,7 @@ def _error_check(result: SweepResult, errors: dict[int, dict[str, Any]],
     category = _ERROR_CATEGORIES.get(error["kind"], Category.OTHER)
     fix = _ERROR_FIXES.get(category, "Re-run with NCCL_DEBUG=INFO (NCCL) or "
                            "TORCH_DISTRIBUTED_DEBUG=DETAIL and read the first error.")
-    return failed("bench.allreduce",
+    return failed(ALLREDUCE,
                   f"all-reduce failed on {_ranks(sorted(errors), result.hosts)}{where}: "
                   f"{error['message'].splitlines()[0][:200]}",
                   fix.format(timeout=result.collective_timeout) + _fault_note(result), category,
@@ -200,7 +200,7 @@ def _wrong_values_check(result: SweepResult, rows: list[SizeRow],
     else:
         source = f"; wrong values seen on {_ranks(saw, result.hosts)}"
         target = saw
-    return failed("bench.allreduce",
+    return failed(ALLREDUCE,
                   f"all-reduce returned {wrong} wrong values at {sizes} of {len(rows)} sizes"
                   f"{source}",
                   f"Take {_ranks(target, result.hosts)} out of the job and test "
@@ -226,7 +226,7 @@ def _hung_check(result: SweepResult, hung: list[int], waited: list[int], at: str
     on_gpu = result.backend == "nccl"
     device = f", {_agree(hung, 'its GPU', 'their GPUs')} in nvidia-smi" if on_gpu else ""
     debug = "NCCL_DEBUG=INFO" if on_gpu else "TORCH_DISTRIBUTED_DEBUG=DETAIL"
-    return failed("bench.allreduce",
+    return failed(ALLREDUCE,
                   f"all-reduce{at} did not complete within {result.collective_timeout:.0f} s: "
                   f"{_ranks(hung)} stopped answering{torn}{others}",
                   f"Find what {_ranks(hung)} {_agree(hung, 'was', 'were')} doing (py-spy dump "
@@ -241,7 +241,7 @@ def _missing_check(result: SweepResult, errors: dict[int, dict[str, Any]],
     """Ranks that gave no outcome: stopped answering (torn down / silent) or died."""
     if result.not_joined:
         details["not_joined"] = sorted(result.not_joined)
-        return failed("bench.allreduce",
+        return failed(ALLREDUCE,
                       f"{_ranks(result.not_joined)} never joined the benchmark within "
                       f"{result.collective_timeout:.0f} s, so no all-reduce was run",
                       f"Find out why {_ranks(result.not_joined)} "
@@ -265,7 +265,7 @@ def _missing_check(result: SweepResult, errors: dict[int, dict[str, Any]],
     if hung:
         return _hung_check(result, hung, waited, at, details)
     codes = ", ".join(f"rank {r}: exit status {c}" for r, c in sorted(result.exited.items()))
-    return failed("bench.allreduce",
+    return failed(ALLREDUCE,
                   f"{_ranks(sorted(result.exited))} died{at} before reporting ({codes})",
                   "Read the rank's stderr (details.stderr_tail): a crash, the OOM killer "
                   "(dmesg) or a signal ended it." + _fault_note(result),
@@ -299,22 +299,22 @@ def busbw_check(result: SweepResult, rows: list[SizeRow], min_busbw: float | Non
     if min_busbw is not None:
         details["min_busbw_gbps"] = min_busbw
         if peak.busbw_gbps < min_busbw:
-            return failed("bench.busbw", f"{at} is below --min-busbw {min_busbw:g} GB/s",
+            return failed(BUSBW, f"{at} is below --min-busbw {min_busbw:g} GB/s",
                           cause + ".", category, **details)
-        return passed("bench.busbw", f"{at} meets --min-busbw {min_busbw:g} GB/s", **details)
+        return passed(BUSBW, f"{at} meets --min-busbw {min_busbw:g} GB/s", **details)
     if reference is None:
-        return passed("bench.busbw", f"{at}; no built-in reference for {result.backend} on this "
+        return passed(BUSBW, f"{at}; no built-in reference for {result.backend} on this "
                       "hardware (set --min-busbw to enforce a floor)", **details)
     details.update(reference=reference.key, reference_title=reference.title,
                    reference_busbw_gbps=reference.busbw_gbps,
                    warn_below_gbps=reference.warn_below_gbps)
     if peak.busbw_gbps < reference.warn_below_gbps:
-        return warned("bench.busbw",
+        return warned(BUSBW,
                       f"{at} is far below the {reference.busbw_gbps:g} GB/s expected of "
                       f"{reference.title}",
                       cause + "; or set --min-busbw to the figure this system should reach.",
                       category, **details)
-    return passed("bench.busbw", f"{at}; expected about {reference.busbw_gbps:g} GB/s on "
+    return passed(BUSBW, f"{at}; expected about {reference.busbw_gbps:g} GB/s on "
                   f"{reference.title}", **details)
 
 
@@ -333,14 +333,14 @@ def straggler_check(result: SweepResult, rows: list[SizeRow]) -> CheckResult | N
     details: dict[str, Any] = {"per_rank": per_rank}
     if not found:
         worst = max(lags, key=lambda r: lags[r])
-        return passed("bench.straggler", f"no straggler among {result.world_size} ranks (largest "
+        return passed(STRAGGLER, f"no straggler among {result.world_size} ranks (largest "
                       f"arrival lag {lags[worst] / len(rows) * 1e6:.1f} us per all-reduce, rank "
                       f"{worst})", **details)
     nodes = straggler_nodes(found, result.hosts)
     details.update(stragglers=[s.rank for s in found], straggler_nodes=nodes)
     first = found[0]
     who = f"node {', '.join(nodes)}" if nodes else _ranks([s.rank for s in found], result.hosts)
-    return warned("bench.straggler",
+    return warned(STRAGGLER,
                   f"{who} arrived late at every all-reduce: {first.lag_us / len(rows):.0f} us per "
                   f"iteration against a median of {first.others_median_us / len(rows):.0f} us on "
                   "the other ranks, and everyone waited",
@@ -350,34 +350,34 @@ def straggler_check(result: SweepResult, rows: list[SizeRow]) -> CheckResult | N
 
 
 # -- declarations: the checks above, for the registry (re-exported by ncclcheck.probes.bench) --
-def _declarations():
-    return (
-        CheckSpec("bench.allreduce", "every rank completed every size with correct values",
-                  (Category.DUPLICATE_GPU, Category.TIMEOUT, Category.CONNECTION,
-                   Category.RANK_MISMATCH, Category.CUDA, Category.OUT_OF_MEMORY,
-                   Category.RANK_CRASHED, Category.CONFIGURATION, Category.OTHER),
-                  fails_when="a rank raised (named, with the kind of error as category: "
-                             "timeout, connection, cuda, out_of_memory, or rank_mismatch for a "
-                             "LOCAL_RANK without a GPU of its own), two ranks share one GPU, a "
-                             "rank never joined or stopped answering (timeout) or died "
-                             "(rank_crashed, with its exit status and stderr tail), any element of any result was wrong (the ranks that fed a "
-                             "bad input are named), or --backend nccl without a visible GPU",
-                  warns_when="the deadline stopped the sweep before its largest size",
-                  doc="Every element of every all-reduce is checked against the exact expected "
-                      "value, as nccl-tests' #wrong column."),
-        CheckSpec("bench.busbw", "the peak bus bandwidth", (Category.P2P, Category.NET_PLUGIN,
-                                                            Category.OTHER),
-                  fails_when="the peak busbw is below --min-busbw",
-                  warns_when="without --min-busbw, the peak busbw is below half the built-in "
-                             "reference for the detected hardware",
-                  doc="busbw = algbw x 2(n-1)/n, as nccl-tests computes it. The category points "
-                      "at the likely cause: p2p on one node, net_plugin across nodes, other for "
-                      "Gloo."),
-        CheckSpec("bench.straggler", "no rank makes the others wait", (Category.OTHER,),
-                  warns_when="a rank (or a whole node) arrived late at every all-reduce while "
-                             "the others waited",
-                  doc="Reported for two ranks or more, from each rank's arrival lag."),
-    )
+ALLREDUCE = CheckSpec(
+    "bench.allreduce", "every rank completed every size with correct values",
+    (Category.DUPLICATE_GPU, Category.TIMEOUT, Category.CONNECTION,
+     Category.RANK_MISMATCH, Category.CUDA, Category.OUT_OF_MEMORY,
+     Category.RANK_CRASHED, Category.CONFIGURATION, Category.OTHER),
+    fails_when="a rank raised (named, with the kind of error as category: "
+               "timeout, connection, cuda, out_of_memory, or rank_mismatch for a "
+               "LOCAL_RANK without a GPU of its own), two ranks share one GPU, a "
+               "rank never joined or stopped answering (timeout) or died "
+               "(rank_crashed, with its exit status and stderr tail), any element of any "
+               "result was wrong (the ranks that fed a bad input are named), or --backend "
+               "nccl without a visible GPU",
+    warns_when="the deadline stopped the sweep before its largest size",
+    doc="Every element of every all-reduce is checked against the exact expected "
+        "value, as nccl-tests' #wrong column.")
+BUSBW = CheckSpec(
+    "bench.busbw", "the peak bus bandwidth", (Category.P2P, Category.NET_PLUGIN, Category.OTHER),
+    fails_when="the peak busbw is below --min-busbw",
+    warns_when="without --min-busbw, the peak busbw is below half the built-in "
+               "reference for the detected hardware",
+    doc="busbw = algbw x 2(n-1)/n, as nccl-tests computes it. The category points "
+        "at the likely cause: p2p on one node, net_plugin across nodes, other for "
+        "Gloo.")
+STRAGGLER = CheckSpec(
+    "bench.straggler", "no rank makes the others wait", (Category.OTHER,),
+    warns_when="a rank (or a whole node) arrived late at every all-reduce while "
+               "the others waited",
+    doc="Reported for two ranks or more, from each rank's arrival lag.")
 
 
-CHECKS = _declarations()
+CHECKS: tuple[CheckSpec, ...] = (ALLREDUCE, BUSBW, STRAGGLER)

@@ -4,15 +4,19 @@ Each reference is the busbw an all-reduce should reach at large sizes on healthy
 75% of the per-direction bandwidth of the bottleneck link (nccl-tests' busbw is defined to be
 comparable to that link, doc/PERFORMANCE.md). A sweep warns only when its largest size reaches
 less than half of it, so the figures are floors for "something is wrong", not targets. The
-link bandwidths and their sources are listed in docs/bench.md.
+link bandwidths and their sources are listed in docs/bench.md. The hardware is asked of its
+owners: RDMA ports and link speeds of ``ncclcheck.network``, NCCL_SOCKET_IFNAME as NCCL reads
+it (nccl.conf included) of ``ncclcheck.ncclib.config_files``.
 """
 
 from __future__ import annotations
 
-import os
-import re
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, Sequence
+
+from ncclcheck.ncclib.config_files import nccl_environment
+from ncclcheck.network.interfaces import (IbPort, Interface, fastest_ib_rate, list_ib_ports,
+                                          list_interfaces, socket_link_speed)
 
 # The share of the link's per-direction bandwidth a healthy all-reduce reaches at large sizes.
 EFFICIENCY = 0.75
@@ -94,57 +98,16 @@ def choose_reference(hw: Hardware) -> Reference | None:
     return None
 
 
-_RATE = re.compile(r"^\s*([\d.]+)\s*Gb/sec")
+def infiniband_rate(ports: Sequence[IbPort] | None = None) -> float | None:
+    """The fastest ACTIVE InfiniBand / RoCE port's rate in Gb/s (None if none); ``ports``
+    defaults to this host's, as the network owner reads them."""
+    return fastest_ib_rate(list_ib_ports() if ports is None else ports)
 
 
-def infiniband_rate(sys_root: str = "/sys/class/infiniband") -> float | None:
-    """The fastest ACTIVE InfiniBand/RoCE port's rate in Gb/s, read from sysfs (None if none)."""
-    best: float | None = None
-    try:
-        devices = os.listdir(sys_root)
-    except OSError:
-        return None
-    for device in devices:
-        ports = os.path.join(sys_root, device, "ports")
-        try:
-            names = os.listdir(ports)
-        except OSError:
-            continue
-        for port in names:
-            try:
-                with open(os.path.join(ports, port, "state"), encoding="ascii") as f:
-                    if "ACTIVE" not in f.read():
-                        continue
-                with open(os.path.join(ports, port, "rate"), encoding="ascii") as f:
-                    match = _RATE.match(f.read())
-            except OSError:
-                continue
-            if match:
-                rate = float(match.group(1))
-                best = rate if best is None else max(best, rate)
-    return best
-
-
-def interface_speed(env: Mapping[str, str], sys_root: str = "/sys/class/net") -> int | None:
-    """Link speed (Mb/s) of the first interface NCCL_SOCKET_IFNAME names exactly, else the
-    fastest non-loopback interface that reports one."""
-    wanted = [n.strip() for n in env.get("NCCL_SOCKET_IFNAME", "").lstrip("=").split(",")
-              if n.strip() and not n.startswith("^")]
-    try:
-        names = wanted or sorted(os.listdir(sys_root))
-    except OSError:
-        return None
-    speeds: list[int] = []
-    for name in names:
-        if name == "lo":
-            continue
-        try:
-            with open(os.path.join(sys_root, name, "speed"), encoding="ascii") as f:
-                speed = int(f.read().strip())
-        except (OSError, ValueError):
-            continue
-        if speed > 0:
-            speeds.append(speed)
-            if wanted:
-                break
-    return max(speeds) if speeds else None
+def interface_speed(env: Mapping[str, str],
+                    interfaces: Sequence[Interface] | None = None) -> int | None:
+    """Link speed (Mb/s) of the interface NCCL's sockets would use: the first one
+    NCCL_SOCKET_IFNAME selects, as NCCL reads it (environment, then nccl.conf), else the
+    fastest non-loopback one. ``interfaces`` defaults to this host's."""
+    return socket_link_speed(nccl_environment(env),
+                             list_interfaces() if interfaces is None else interfaces)

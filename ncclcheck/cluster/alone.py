@@ -16,7 +16,7 @@ import json
 from ncclcheck.model import Category, CheckResult, FamilyOutput, failed, warned
 from ncclcheck.probes import probe_families
 
-from .session import ClusterSession, key
+from .session import STORE, ClusterSession, key
 from .state import Findings, Job, Verdict
 from .store_errors import StoreUnavailable
 
@@ -26,7 +26,7 @@ def findings_alone(job: Job, reason: StoreUnavailable,
     """This process's own checks with ``reason`` as the ``cluster.store`` row, for its own
     report; runs the families here (within the deadline that is left) unless they already ran."""
     verdict = warned if reason.category == Category.CONFIGURATION else failed
-    row = verdict("cluster.store", reason.message, reason.fix, reason.category, **reason.details)
+    row = verdict(STORE, reason.message, reason.fix, reason.category, **reason.details)
     if probed is None:
         alone = dataclasses.replace(job.ctx, timeout=job.clock.probe_budget_s, cluster=None)
         probed = probe_families(job.families, alone)

@@ -40,11 +40,11 @@ def check_local_ranks(job: Gathered) -> CheckResult:
             seen.setdefault((m.get("host"), m["local_rank"]), []).append(m)
     clashes = {k: ms for k, ms in seen.items() if len(ms) > 1}
     if not clashes:
-        return passed("cluster.local_ranks", "every host's local ranks are distinct",
+        return passed(LOCAL_RANKS, "every host's local ranks are distinct",
                       hosts=len({h for h, _ in seen}))
     text = "; ".join(f"{host}: LOCAL_RANK {lr} is used by {ranks_phrase(m.get('rank') for m in ms if isinstance(m.get('rank'), int))}"
                      for (host, lr), ms in sorted(clashes.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])))
-    return failed("cluster.local_ranks", f"two processes on one host share a LOCAL_RANK (and so a "
+    return failed(LOCAL_RANKS, f"two processes on one host share a LOCAL_RANK (and so a "
                   f"GPU): {text}",
                   "Give each process on a node its own LOCAL_RANK 0..processes per node-1 (torchrun "
                   "--nproc-per-node, srun --ntasks-per-node set it); never export LOCAL_RANK in "
@@ -61,11 +61,11 @@ def check_hosts(job: Gathered) -> CheckResult:
         n = next(iter(counts.values()), 0)
         shape = (f"{len(counts)} hosts, {n} rank{'s' if n != 1 else ''} each" if len(counts) > 1
                  else f"1 host with {n} rank{'s' if n != 1 else ''}")
-        return passed("cluster.hosts", shape, ranks_per_host=dict(counts))
+        return passed(HOSTS, shape, ranks_per_host=dict(counts))
     tally = Counter(counts.values())  # a tie goes to the larger count, whoever came first
     usual = max(tally, key=lambda n: (tally[n], n))
     odd = {h: n for h, n in counts.items() if n != usual}
-    return failed("cluster.hosts",
+    return failed(HOSTS,
                   "hosts run different numbers of ranks: " + ", ".join(
                       f"{h} runs {n}" for h, n in sorted(odd.items())) + f", the others {usual}",
                   f"Start the same number of processes on every node ({usual}: torchrun "
@@ -80,7 +80,7 @@ def check_settings(job: Gathered) -> CheckResult:
     must read the same on every rank (rank 0 is the reference: the job report is its view)."""
     ref = job.reference
     if ref is None:
-        return warned("cluster.settings", "settings not compared: rank 0's identity is missing",
+        return warned(SETTINGS, "settings not compared: rank 0's identity is missing",
                       "Make sure exactly one process runs as RANK=0.", Category.RANK_MISMATCH)
     ref_settings = ref.get("settings") or {}
     names = sorted(set(ref_settings).union(*(set(m.get("settings") or {}) for m in job.members)))
@@ -97,7 +97,7 @@ def check_settings(job: Gathered) -> CheckResult:
                                 "where": _where(ms), "hosts": sorted({m.get("host") for m in ms}),
                                 "ranks": sorted(m.get("rank") for m in ms if isinstance(m.get("rank"), int))})
     if not differences:
-        return passed("cluster.settings", f"{len(names)} setting(s) (WORLD_SIZE, MASTER_*, NCCL_*, "
+        return passed(SETTINGS, f"{len(names)} setting(s) (WORLD_SIZE, MASTER_*, NCCL_*, "
                       "GLOO_*) identical on every rank", compared=names)
     def show(v: Any) -> str:
         return "unset" if v is None else repr(v)
@@ -111,7 +111,7 @@ def check_settings(job: Gathered) -> CheckResult:
     sizes = {"WORLD_SIZE"} | {m.get("world_size_from") for m in job.members}
     category = (Category.RANK_MISMATCH if any(d["name"] in sizes for d in differences)
                 else Category.CONFIGURATION)
-    return failed("cluster.settings", f"settings differ between ranks: {text}",
+    return failed(SETTINGS, f"settings differ between ranks: {text}",
                   "Set the same value on every node (in the job script, not per node): "
                   + ", ".join(fixes[:6]) + f" — or change rank 0 ({ref.get('host')}) if its "
                   "value is the wrong one.", category, differences=differences,
@@ -141,13 +141,13 @@ def check_versions(job: Gathered) -> CheckResult:
     if not mismatches:
         sample = next(iter(per_host.values()), {})
         hosts = f"all {len(per_host)} hosts" if len(per_host) > 1 else "the one host"
-        return passed("cluster.versions", f"same versions on {hosts}: "
+        return passed(VERSIONS, f"same versions on {hosts}: "
                       + ", ".join(f"{VERSION_NAMES[k]} {v}" for k, v in sample.items() if v),
                       versions=sample)
     text = "; ".join(f"{m['title']} " + ", ".join(f"{v} on {h}" for h, v in sorted(m["odd"].items()))
                      + f" but {m['usual']} elsewhere" for m in mismatches)
     odd_hosts = sorted({h for m in mismatches for h in m["odd"]})
-    return failed("cluster.versions", f"versions differ between nodes: {text}",
+    return failed(VERSIONS, f"versions differ between nodes: {text}",
                   f"Install the same software on every node (one container image or environment): "
                   f"fix {', '.join(odd_hosts)} to match "
                   + ", ".join(f"{m['title']} {m['usual']}" for m in mismatches) + ".",
@@ -156,26 +156,27 @@ def check_versions(job: Gathered) -> CheckResult:
 
 
 # -- declarations: the job-wide checks above, for the registry (``ncclcheck checks``) ----------
-def _declarations():
-    return MEMBERSHIP_CHECKS + (
-        CheckSpec("cluster.local_ranks", "local ranks are distinct on each host",
-                  (Category.RANK_MISMATCH,),
-                  fails_when="two processes on one host share a LOCAL_RANK (and so a GPU)"),
-        CheckSpec("cluster.hosts", "every host runs the same number of ranks",
-                  (Category.RANK_MISMATCH,),
-                  fails_when="hosts run different numbers of ranks (the odd hosts are named)"),
-        CheckSpec("cluster.settings", "job settings are identical on every rank",
-                  (Category.RANK_MISMATCH, Category.CONFIGURATION),
-                  fails_when="WORLD_SIZE (or the launcher's own world-size variable; "
-                             "rank_mismatch), MASTER_*, NCCL_* or GLOO_* differ from rank 0's "
-                             "(configuration)",
-                  warns_when="rank 0's identity is missing, so nothing could be compared"),
-        CheckSpec("cluster.versions", "library versions are the same on every node",
-                  (Category.VERSION_MISMATCH,),
-                  fails_when="Python, torch, torch's CUDA, NCCL (as each node's library reports "
-                             "it) or the NVIDIA driver differ between hosts; the odd host out is "
-                             "the one in the minority"),
-    )
+LOCAL_RANKS = CheckSpec(
+    "cluster.local_ranks", "local ranks are distinct on each host",
+    (Category.RANK_MISMATCH,),
+    fails_when="two processes on one host share a LOCAL_RANK (and so a GPU)")
+HOSTS = CheckSpec(
+    "cluster.hosts", "every host runs the same number of ranks",
+    (Category.RANK_MISMATCH,),
+    fails_when="hosts run different numbers of ranks (the odd hosts are named)")
+SETTINGS = CheckSpec(
+    "cluster.settings", "job settings are identical on every rank",
+    (Category.RANK_MISMATCH, Category.CONFIGURATION),
+    fails_when="WORLD_SIZE (or the launcher's own world-size variable; "
+               "rank_mismatch), MASTER_*, NCCL_* or GLOO_* differ from rank 0's "
+               "(configuration)",
+    warns_when="rank 0's identity is missing, so nothing could be compared")
+VERSIONS = CheckSpec(
+    "cluster.versions", "library versions are the same on every node",
+    (Category.VERSION_MISMATCH,),
+    fails_when="Python, torch, torch's CUDA, NCCL (as each node's library reports "
+               "it) or the NVIDIA driver differ between hosts; the odd host out is "
+               "the one in the minority")
 
 
-CHECKS = _declarations()
+CHECKS: tuple[CheckSpec, ...] = MEMBERSHIP_CHECKS + (LOCAL_RANKS, HOSTS, SETTINGS, VERSIONS)

@@ -16,11 +16,12 @@ from typing import Any
 
 from ncclcheck.model import CheckResult, FamilyOutput, passed
 from ncclcheck.probes import FAMILIES
+from ncclcheck.probes.nccl import VERSION as NCCL_VERSION
 
 from .aggregate import aggregate, by_host
 from .checks import Gathered, cluster_checks, processes
 from .expect import Expectation
-from .session import ClusterSession, key
+from .session import STORE, ClusterSession, key
 from .state import Findings, Job
 
 POLL_S = 0.05
@@ -88,8 +89,8 @@ def _job_checks(session: ClusterSession, job: Job, gathered: Gathered,
                 everything: list[CheckResult]) -> list[CheckResult]:
     """cluster.store and the cluster.* checks over what every process announced and reported."""
     gathered.nccl_by_host = {r.host: str(r.details["version"]) for r in everything
-                             if r.id == "nccl.version" and r.host and r.details.get("version")}
-    store_row = passed("cluster.store", f"store at {session.address}:{session.port} hosted by "
+                             if r.id == NCCL_VERSION.id and r.host and r.details.get("version")}
+    store_row = passed(STORE, f"store at {session.address}:{session.port} hosted by "
                        f"rank 0 on {job.ctx.host}; {len(gathered.members)} process(es) connected",
                        address=session.address, port=session.port,
                        connected=len(gathered.members))

@@ -23,7 +23,7 @@ from .clock import JobClock
 from .expect import claimed_rank, expectation
 from .gather import gather_job
 from .identity import identity
-from .session import ClusterSession, join_store, key
+from .session import STORE, ClusterSession, join_store, key
 from .state import Findings, Job
 from .store_errors import StoreUnavailable
 
@@ -108,22 +108,6 @@ def probe(job: Job, session: ClusterSession) -> FamilyOutput:
     return probed
 
 
-# -- declarations: the row this module reports, for the registry (``ncclcheck checks``) --------
-def _declarations():
-    return (
-        CheckSpec("cluster.store", "the ranks met at rank 0's report store",
-                  (Category.CONFIGURATION, Category.NAME_RESOLUTION, Category.PORT_IN_USE,
-                   Category.CONNECTION),
-                  fails_when="MASTER_ADDR does not resolve (name_resolution), rank 0 cannot "
-                             "open the store because its port is taken (port_in_use) or "
-                             "MASTER_ADDR is not its host, or a rank cannot reach the store "
-                             "(connection)",
-                  warns_when="MASTER_ADDR / MASTER_PORT are missing, so each process reports on "
-                             "itself only",
-                  doc="A process that cannot join the job prints its own report with this row "
-                      "in it; rank 0's job report carries it as a passing row with the store's "
-                      "address."),
-    )
-
-
-CHECKS = _declarations()
+# -- declarations: the row this module's phases report (declared with the store it is about),
+# for the registry (``ncclcheck checks``)
+CHECKS: tuple[CheckSpec, ...] = (STORE,)

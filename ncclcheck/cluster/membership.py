@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ncclcheck.model import Category, CheckResult, failed, passed
-from ncclcheck.probes.ranks import Expected, fix_world
+from ncclcheck.probes.ranks_layout import Expected, fix_world
 from ncclcheck.registry import CheckSpec
 
 from .aggregate import by_host, ranks_phrase
@@ -105,7 +105,7 @@ def check_reported(job: Gathered) -> CheckResult:
     missing = [r for r in range(job.slots) if r not in reported]
     if not silent and not absent:
         hosts, total = len({m.get("host") for m in job.members}), len(job.members)
-        return passed("cluster.reported", f"all {job.slots} ranks reported to rank 0 "
+        return passed(REPORTED, f"all {job.slots} ranks reported to rank 0 "
                       f"({total} process{'es' if total != 1 else ''} on {hosts} "
                       f"host{'s' if hosts != 1 else ''})", world_size=job.world_size,
                       reported=len(job.reported()))
@@ -130,7 +130,7 @@ def check_reported(job: Gathered) -> CheckResult:
            "(exit code, OOM killer, signal); a rank that cannot reach the store prints its own "
            "report with the reason. If nodes start late, raise --timeout.")
     count = len(silent) + len(absent)
-    return failed("cluster.reported",
+    return failed(REPORTED,
                   f"{count} rank{'s' if count != 1 else ''} never reported: " + "; ".join(parts),
                   fix, category, world_size=job.world_size, missing=entries,
                   missing_ranks=missing, where=where)
@@ -156,7 +156,7 @@ def check_rank_ids(job: Gathered) -> CheckResult:
     unknown = [m for m in job.members if _rank(m) is None]
     top = job.world_size - 1
     if not (dups or outside or negative or unknown):
-        return passed("cluster.rank_ids", f"global ranks are unique and within 0..{top}",
+        return passed(RANK_IDS, f"global ranks are unique and within 0..{top}",
                       world_size=job.world_size)
     parts = [f"rank {r} is claimed by {len(ms)} processes ("
              + ", ".join(f"{m.get('host')} local rank {m.get('local_rank')}" for m in ms) + ")"
@@ -175,7 +175,7 @@ def check_rank_ids(job: Gathered) -> CheckResult:
     if outside and proposal is not None and proposal > job.world_size:
         fix = f"The launch runs {proposal} processes: the world size must be {proposal}. " + fix
     bad = [m for ms in dups.values() for m in ms] + outside + negative + unknown
-    return failed("cluster.rank_ids", "global ranks are inconsistent: " + "; ".join(parts),
+    return failed(RANK_IDS, "global ranks are inconsistent: " + "; ".join(parts),
                   fix, Category.RANK_MISMATCH, where=_where(bad),
                   duplicates={str(r): [m.get("host") for m in ms] for r, ms in dups.items()},
                   outside=[{"rank": _rank(m), "host": m.get("host")} for m in outside],
@@ -204,13 +204,13 @@ def check_world_size(job: Gathered) -> CheckResult:
                "launch": launch, "launch_from": job.expect.launch_from if job.expect else "",
                "proposed_world_size": proposal}
     if not (too_many or disagrees) or proposal is None or proposal == job.world_size:
-        return passed("cluster.world_size", f"{declared_from}={job.world_size} fits the launch "
+        return passed(WORLD_SIZE, f"{declared_from}={job.world_size} fits the launch "
                       f"({joined} process{'es' if joined != 1 else ''} joined)", **details)
     stated = f" ({job.expect.launch_from} = {launch})" if disagrees and job.expect else ""
     summary = (f"{joined} process{'es' if joined != 1 else ''} on {hosts} host"
                f"{'s' if hosts != 1 else ''} joined a job declared as {declared_from}="
                f"{job.world_size}{stated}: the world size must be {proposal}")
-    return failed("cluster.world_size", summary, _world_fix(job, proposal),
+    return failed(WORLD_SIZE, summary, _world_fix(job, proposal),
                   Category.RANK_MISMATCH, **details)
 
 
@@ -229,32 +229,32 @@ def _world_fix(job: Gathered, proposal: int) -> str:
 
 
 # -- declarations: the checks above, for the registry (``ncclcheck checks``) -------------------
-def _declarations():
-    return (
-        CheckSpec("cluster.reported", "every process and every rank delivered a report to rank 0",
-                  (Category.RANK_CRASHED, Category.TIMEOUT),
-                  fails_when="a process connected and then stopped, or was still probing at rank "
-                             "0's deadline (rank_crashed), or a rank of 0..N-1 (N the larger of "
-                             "WORLD_SIZE and the launch's process count) never connected "
-                             "(timeout); each is named with its host or the node it was expected on",
-                  doc="Cluster mode only, as every cluster.* check: rank 0 gathers every rank's "
-                      "report within --timeout. Processes are counted by their store slot, never "
-                      "by the rank they claim, so each one appears exactly once "
-                      "(context.cluster.processes)."),
-        CheckSpec("cluster.rank_ids", "global ranks are unique and in range",
-                  (Category.RANK_MISMATCH,),
-                  fails_when="two processes claim one RANK, a RANK is outside 0..WORLD_SIZE-1 "
-                             "(WORLD_SIZE as rank 0 sees it) or negative, or a process has no "
-                             "integer rank"),
-        CheckSpec("cluster.world_size", "WORLD_SIZE matches the processes the launch started",
-                  (Category.RANK_MISMATCH,),
-                  fails_when="more processes joined than WORLD_SIZE says, or the launch's own "
-                             "count (nodes x LOCAL_WORLD_SIZE, SLURM_NTASKS, "
-                             "OMPI_COMM_WORLD_SIZE, --nodes x --gpus-per-node) differs from it; "
-                             "the fix names the world size the launch needs",
-                  doc="Rank 0 waits for as many processes as the launch says exist, even when "
-                      "WORLD_SIZE is smaller, so the ranks beyond it are named rather than lost."),
-    )
+REPORTED = CheckSpec(
+    "cluster.reported", "every process and every rank delivered a report to rank 0",
+    (Category.RANK_CRASHED, Category.TIMEOUT),
+    fails_when="a process connected and then stopped, or was still probing at rank "
+               "0's deadline (rank_crashed), or a rank of 0..N-1 (N the larger of "
+               "WORLD_SIZE and the launch's process count) never connected "
+               "(timeout); each is named with its host or the node it was expected on",
+    doc="Cluster mode only, as every cluster.* check: rank 0 gathers every rank's "
+        "report within --timeout. Processes are counted by their store slot, never "
+        "by the rank they claim, so each one appears exactly once "
+        "(context.cluster.processes).")
+RANK_IDS = CheckSpec(
+    "cluster.rank_ids", "global ranks are unique and in range",
+    (Category.RANK_MISMATCH,),
+    fails_when="two processes claim one RANK, a RANK is outside 0..WORLD_SIZE-1 "
+               "(WORLD_SIZE as rank 0 sees it) or negative, or a process has no "
+               "integer rank")
+WORLD_SIZE = CheckSpec(
+    "cluster.world_size", "WORLD_SIZE matches the processes the launch started",
+    (Category.RANK_MISMATCH,),
+    fails_when="more processes joined than WORLD_SIZE says, or the launch's own "
+               "count (nodes x LOCAL_WORLD_SIZE, SLURM_NTASKS, "
+               "OMPI_COMM_WORLD_SIZE, --nodes x --gpus-per-node) differs from it; "
+               "the fix names the world size the launch needs",
+    doc="Rank 0 waits for as many processes as the launch says exist, even when "
+        "WORLD_SIZE is smaller, so the ranks beyond it are named rather than lost.")
 
 
-CHECKS = _declarations()
+CHECKS: tuple[CheckSpec, ...] = (REPORTED, RANK_IDS, WORLD_SIZE)

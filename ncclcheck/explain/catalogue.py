@@ -278,14 +278,10 @@ def by_rule(rule: str) -> Signature:
     raise UnknownSignature(f"no signature declares rule = {rule!r}")
 
 
-def catalogue_fix(signature_id: str, fallback: str, here: str = "",
+def catalogue_fix(signature_id: str, here: str = "",
                   facts: Mapping[str, Any] | None = None) -> str:
     """For probes: the catalogue's fix for ``signature_id`` followed by ``here`` (this host's
-    specifics), so a problem found before a run reads the same as in a failed run's log;
-    ``fallback`` when the catalogue lacks the signature."""
-    try:
-        text = signature(signature_id).render(dict(facts or {}))[1].strip()
-    except UnknownSignature:
-        text = ""
-    text = text or fallback
+    specifics), so a problem found before a run reads the same as in a failed run's log. The
+    catalogue is the only copy of the text: an id it lacks raises ``UnknownSignature``."""
+    text = signature(signature_id).render(dict(facts or {}))[1].strip()
     return f"{text} {here}".strip() if here else text

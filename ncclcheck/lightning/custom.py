@@ -24,6 +24,7 @@ from ncclcheck.lightning.interface import InterfaceProblem, check_class, interfa
 from ncclcheck.lightning.launch_styles import (TORCHRUN, LaunchStyle, Slot, grid,
                                                lightning_parent_env, styles_for)
 from ncclcheck.model import Category, CheckResult, failed, passed, skipped, warned
+from ncclcheck.probes.lightning_checks import CONSTRUCTOR, GRID, INTERFACE, STYLE_CHECKS
 
 RANK = Category.RANK_MISMATCH
 MAX_SLOTS_SHOWN = 64  # every slot is checked; the report shows the first ones
@@ -95,19 +96,19 @@ def check_interface(cls: type, lightning: InstalledLightning) -> tuple[CheckResu
     if lightning_base_of(cls, lightning) is None:
         others = [b.__module__ for b in cls.__mro__ if b.__name__ == "ClusterEnvironment"]
         where = f" (it derives from {others[0]}.ClusterEnvironment)" if others else ""
-        return failed("ranks.cluster_env.interface", f"{name} is not a ClusterEnvironment of "
+        return failed(INTERFACE, f"{name} is not a ClusterEnvironment of "
                       f"the installed {lightning.label}{where}: Trainer(plugins=[{name}()]) "
                       "raises 'Found invalid type for plugin'",
                       f"Subclass {lightning.cluster_environment.__module__}.ClusterEnvironment.",
                       Category.CONFIGURATION, **details), problems
     if not problems:
-        return passed("ranks.cluster_env.interface", f"{name} implements the "
+        return passed(INTERFACE, f"{name} implements the "
                       f"{lightning.label} ClusterEnvironment interface", **details), problems
     missing = [p.member for p in problems if p.problem == "missing"]
     texts = "; ".join(p.text for p in problems)
     head = (f"{lightning.label} cannot instantiate {name} (abstract: {', '.join(missing)})"
             if missing else f"{name} does not fit the {lightning.label} interface")
-    return failed("ranks.cluster_env.interface", f"{head}: {texts}",
+    return failed(INTERFACE, f"{head}: {texts}",
                   " ".join(p.fix for p in problems), RANK, **details), problems
 
 
@@ -172,13 +173,13 @@ def _parent_spawns(cls: type, node: int, base: Mapping[str, str]) -> Any:
 
 def check_style(cls: type, style: LaunchStyle, nodes: int, per_node: int,
                 base: Mapping[str, str], filled: frozenset[str] = frozenset()) -> CheckResult:
-    check_id = f"ranks.cluster_env.{style.name}"
+    check = STYLE_CHECKS[style.name]
     name = cls.__name__
     simulated = bool(filled)
     if not style.external and "creates_processes_externally" not in filled:
         spawns = _parent_spawns(cls, 0, base)
         if spawns is not False:
-            return skipped(check_id, f"{style.title} not simulated: {name}."
+            return skipped(check, f"{style.title} not simulated: {name}."
                            f"creates_processes_externally is {spawns!r} before launch, so "
                            "Lightning would not start the processes itself (started without "
                            "torchrun/srun, only one process per node would run)",
@@ -192,11 +193,11 @@ def check_style(cls: type, style: LaunchStyle, nodes: int, per_node: int,
     findings = judge(answers, style, nodes, per_node, filled)
     where = f"under {style.title} ({nodes} x {per_node})"
     if not findings:
-        return passed(check_id, f"{name} {where}: global ranks 0..{nodes * per_node - 1} unique, "
+        return passed(check, f"{name} {where}: global ranks 0..{nodes * per_node - 1} unique, "
                       f"world_size() == {nodes * per_node}, local/node ranks consistent", **details)
     note = " (members Lightning needs but the class lacks were treated as returning None)" \
         if simulated else ""
-    return failed(check_id, f"{name} {where}: " + "; ".join(f.summary for f in findings) + note,
+    return failed(check, f"{name} {where}: " + "; ".join(f.summary for f in findings) + note,
                   " ".join(f.fix for f in findings), RANK, **details)
 
 
@@ -233,9 +234,9 @@ def check_constructor(cls: type, nodes: int, per_node: int,
     details = {"arguments": taken, "answers": answers}
     args = ", ".join(f"{p}=" for p in taken)
     if answers[0] != answers[1]:
-        return passed("ranks.cluster_env.constructor", f"{cls.__name__}({args}...) is used by its "
+        return passed(CONSTRUCTOR, f"{cls.__name__}({args}...) is used by its "
                       "rank methods", **details)
-    return warned("ranks.cluster_env.constructor", f"{cls.__name__}({args}...) is accepted but "
+    return warned(CONSTRUCTOR, f"{cls.__name__}({args}...) is accepted but "
                   "changes nothing: world_size(), global_rank(), node_rank() and local_rank() "
                   "answer the same whatever it is", f"Use {taken[0]} in world_size() (return "
                   f"num_nodes x devices = {nodes * per_node}) or drop the argument, so it does "
@@ -248,7 +249,7 @@ def cluster_env_results(ctx: ProbeContext, lightning: InstalledLightning,
     results = [interface_result]
     nodes, per_node = ctx.nodes, ctx.gpus_per_node
     if nodes is None or per_node is None:
-        results.append(skipped("ranks.cluster_env.grid", f"{cls.__name__} not run over the "
+        results.append(skipped(GRID, f"{cls.__name__} not run over the "
                                "grid: pass --nodes N --gpus-per-node M", class_name=cls.__name__))
         return results
     base = without_launcher(ctx.env)

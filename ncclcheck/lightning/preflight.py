@@ -16,6 +16,7 @@ from ncclcheck.context import ProbeOptions
 from ncclcheck.lightning.probe import ranks_options
 from ncclcheck.model import Category, CheckResult, Report, Status, failed, passed
 from ncclcheck.probes import FAMILY_NAMES
+from ncclcheck.probes.lightning_checks import LIVE
 from ncclcheck.runner import Output, Request, check
 
 FAST_FAMILIES = ("ranks", "net", "nccl")
@@ -94,9 +95,9 @@ def check_live_environment(cluster_environment: Any, num_nodes: int, devices: in
             problems.append(f"{member}() = {value!r} is outside 0..{bound - 1} ({arg}={bound})")
             fixes.append(f"{name}.{member}() must return 0..{bound - 1}.")
     if problems:
-        return failed("ranks.lightning.live", f"{name} on this rank: " + "; ".join(problems),
+        return failed(LIVE, f"{name} on this rank: " + "; ".join(problems),
                       " ".join(fixes), RANK, **details)
-    return passed("ranks.lightning.live", f"{name}: rank {rank} of {size}, local {values['local_rank']}, "
+    return passed(LIVE, f"{name}: rank {rank} of {size}, local {values['local_rank']}, "
                   f"node {values['node_rank']} fit {num_nodes} x {devices}", **details)
 
 

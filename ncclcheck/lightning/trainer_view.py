@@ -16,6 +16,7 @@ from ncclcheck.context import ProbeContext
 from ncclcheck.lightning.environ import swapped_environ
 from ncclcheck.lightning.installed import InstalledLightning
 from ncclcheck.model import Category, CheckResult, failed, passed, skipped, warned
+from ncclcheck.probes.lightning_checks import ENVIRONMENT, SETTINGS, VALUES
 
 RANK = Category.RANK_MISMATCH
 
@@ -102,15 +103,15 @@ def check_environment(view: LightningView) -> CheckResult:
                "detected": view.detected, "environment": view.environment}
     order = " → ".join(n.replace("Environment", "") for n in view.order)
     if view.environment is None:
-        return failed("ranks.lightning.environment",
+        return failed(ENVIRONMENT,
                       f"{view.lightning.label}: no ClusterEnvironment detected ({order})",
                       "Pass one explicitly: Trainer(plugins=[YourClusterEnvironment()]).",
                       Category.CONFIGURATION, **details)
     if "__init__" in view.errors:
-        return failed("ranks.lightning.environment",
+        return failed(ENVIRONMENT,
                       f"{view.lightning.label} selects {view.environment}, whose constructor "
                       f"raises: {view.errors['__init__']}", _init_fix(view), RANK, **details)
-    return passed("ranks.lightning.environment", f"{view.lightning.label} selects "
+    return passed(ENVIRONMENT, f"{view.lightning.label} selects "
                   f"{view.environment} (tried in order: {order})", **details)
 
 
@@ -128,12 +129,12 @@ def check_values(view: LightningView, env: Mapping[str, str] | None = None,
     details = {"environment": view.environment, **v, "errors": view.errors,
                "warnings": view.warnings}
     if view.environment is None or "__init__" in view.errors:
-        return skipped("ranks.lightning.values", "Lightning's ranks not computed: no usable "
+        return skipped(VALUES, "Lightning's ranks not computed: no usable "
                        "ClusterEnvironment", **details)
     broken = {k: e for k, e in view.errors.items() if not k.startswith("set_")}
     if broken:
         what = "; ".join(f"{k}: {e}" for k, e in broken.items())
-        return failed("ranks.lightning.values", f"{view.environment} cannot compute its values: "
+        return failed(VALUES, f"{view.environment} cannot compute its values: "
                       f"{what}", f"Set the variables {view.environment} reads before the "
                       "script starts (a KeyError names the missing one); the launcher normally "
                       "sets them.", RANK, **details)
@@ -142,13 +143,13 @@ def check_values(view: LightningView, env: Mapping[str, str] | None = None,
                f"{v['main_address']}:{v['main_port']}")
     rank, world = v["global_rank"], v["world_size"]
     if not isinstance(world, int) or not isinstance(rank, int) or not 0 <= rank < world:
-        return failed("ranks.lightning.values", f"{summary}: torch.distributed would get rank "
+        return failed(VALUES, f"{summary}: torch.distributed would get rank "
                       f"{rank} of {world}", f"{view.environment}.world_size() must return the "
                       "total number of processes and global_rank() a value below it; fix the "
                       "launcher's RANK / WORLD_SIZE.", RANK, **details)
     unset = [n for n in ("MASTER_ADDR", "MASTER_PORT") if n not in (env or {})]
     if view.environment == "LightningEnvironment" and num_nodes > 1 and unset:
-        return failed("ranks.lightning.values", f"{summary}: with num_nodes={num_nodes} and "
+        return failed(VALUES, f"{summary}: with num_nodes={num_nodes} and "
                       f"{' and '.join(unset)} unset, each node picks its own (127.0.0.1, a free "
                       "port) and the nodes never meet", "Export MASTER_ADDR=<node 0's address> "
                       "and MASTER_PORT=<free port>, identical on every node, and NODE_RANK=0.."
@@ -156,10 +157,10 @@ def check_values(view: LightningView, env: Mapping[str, str] | None = None,
                       Category.CONFIGURATION, **details)
     defaults = [w for w in view.warnings if "is not defined" in w]
     if defaults:
-        return warned("ranks.lightning.values", f"{summary}; {defaults[0]}",
+        return warned(VALUES, f"{summary}; {defaults[0]}",
                       "Export MASTER_ADDR and MASTER_PORT, identical on every node.",
                       Category.CONFIGURATION, **details)
-    return passed("ranks.lightning.values", summary, **details)
+    return passed(VALUES, summary, **details)
 
 
 def _per_node(view: LightningView, env: Mapping[str, str]) -> tuple[int | None, str]:
@@ -192,17 +193,17 @@ def check_settings(view: LightningView, env: Mapping[str, str], num_nodes: int,
                "environment": view.environment, "lightning_message": view.settings_error,
                "lightning_checks": view.lightning.has_validate_settings}
     if devices is None:
-        return skipped("ranks.lightning.settings", "Trainer settings not checked: pass --devices "
+        return skipped(SETTINGS, "Trainer settings not checked: pass --devices "
                        "M (and --num-nodes N) as given to Trainer(devices=, num_nodes=)", **details)
     if not isinstance(world, int):
-        return skipped("ranks.lightning.settings", "Trainer settings not checked: Lightning's "
+        return skipped(SETTINGS, "Trainer settings not checked: Lightning's "
                        "world size is unknown", **details)
     nodes_text = f"num_nodes={num_nodes}" + (" (Trainer default)" if nodes_defaulted else "")
     product = num_nodes * devices
     per_node, per_node_from = _per_node(view, env)
     if view.settings_error:
         fix = settings_fix(world, num_nodes, devices, per_node, per_node_from)
-        return failed("ranks.lightning.settings", f"{view.environment}.validate_settings will "
+        return failed(SETTINGS, f"{view.environment}.validate_settings will "
                       f"raise at trainer.fit(): devices={devices} x {nodes_text} = {product} "
                       f"!= world size {world}", fix, RANK, **details)
     if product != world:
@@ -210,13 +211,13 @@ def check_settings(view: LightningView, env: Mapping[str, str], num_nodes: int,
         silent = ("Lightning does not check this here (validate_settings exists from 2.1.0 on)"
                   if not view.lightning.has_validate_settings else
                   f"{view.environment} does not check it")
-        return failed("ranks.lightning.settings", f"devices={devices} x {nodes_text} = {product} "
+        return failed(SETTINGS, f"devices={devices} x {nodes_text} = {product} "
                       f"!= world size {world} from {view.environment}; {silent}: the process "
                       f"group gets {world} ranks while the sampler splits data {product} ways",
                       fix, RANK, **details)
     if per_node is not None and per_node != devices:
-        return failed("ranks.lightning.settings", f"devices={devices} but {per_node_from}="
+        return failed(SETTINGS, f"devices={devices} but {per_node_from}="
                       f"{per_node} processes per node", settings_fix(
                           world, num_nodes, devices, per_node, per_node_from), RANK, **details)
-    return passed("ranks.lightning.settings", f"Trainer(devices={devices}, {nodes_text}): "
+    return passed(SETTINGS, f"Trainer(devices={devices}, {nodes_text}): "
                   f"{devices} x {num_nodes} = {world} == {view.environment} world size", **details)

@@ -17,6 +17,7 @@ from ncclcheck.model import Category, Status
 from ncclcheck.ncclib import known_names as names
 from ncclcheck.ncclib.config_files import Setting
 from ncclcheck.ncclib.library_names import SHIPPED, NameSource
+from ncclcheck.ncclib.plugins import KINDS, NET, PLUGIN
 from ncclcheck.ncclib.settings_rules import MAX_SOCKET_THREADS, MAX_SOCKETS, RULES, int_rule
 from ncclcheck.ncclib.verdicts import (CInt, LintFacts, Verdict, fail, ok, parse_c_int, shown,
                                        warn)
@@ -31,10 +32,8 @@ def closest_name(name: str, source: NameSource = SHIPPED) -> str | None:
 
 
 # Judged by the plugin checks (nccl.net, nccl.plugin.*), which open the files.
-JUDGED_ELSEWHERE = {"NCCL_NET": "nccl.net", "NCCL_NET_PLUGIN": "nccl.plugin.net",
-                    "NCCL_TUNER_PLUGIN": "nccl.plugin.tuner",
-                    "NCCL_PROFILER_PLUGIN": "nccl.plugin.profiler",
-                    "NCCL_ENV_PLUGIN": "nccl.plugin.env"}
+JUDGED_ELSEWHERE = {"NCCL_NET": NET.id,
+                    **{kind.variable: PLUGIN.member(kind.name) for kind in KINDS}}
 
 
 def deprecated_verdict(s: Setting) -> Verdict:
@@ -99,8 +98,8 @@ def socket_product(settings: Mapping[str, Setting]) -> Verdict | None:
                        f"NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD = {t_eff} x {n} = {product} "
                        f"> {MAX_SOCKETS}: NCCL lowers NCCL_NSOCKS_PERTHREAD to "
                        f"{MAX_SOCKETS // t_eff}",
-                       catalogue_fix("nccl.too_many_sockets", f"Keep the product at most "
-                                     f"{MAX_SOCKETS}.", f"Here: NCCL_SOCKET_NTHREADS={t_eff} "
+                       catalogue_fix("nccl.too_many_sockets",
+                                     f"Here: NCCL_SOCKET_NTHREADS={t_eff} "
                                      f"NCCL_NSOCKS_PERTHREAD={MAX_SOCKETS // t_eff}."),
                        Category.CONFIGURATION,
                        "socket_count")

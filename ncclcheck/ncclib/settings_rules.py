@@ -177,9 +177,8 @@ def ifname_rule(s: Setting, facts: LintFacts) -> Verdict | None:
         because = f" ({never})" if never else ""
         return fail(s, f"{shown(s)} matches no interface that is up here{because}: NCCL fails "
                        "with 'Bootstrap : no socket interface found'",
-                    catalogue_fix("nccl.no_socket_interface", "Set NCCL_SOCKET_IFNAME to an "
-                                  "interface present and up on every node.",
-                                  f"This host has: {real}.", {"ifname": s.value}),
+                    catalogue_fix("nccl.no_socket_interface", f"This host has: {real}.",
+                                  {"ifname": s.value}),
                     Category.INTERFACE)
     if dead:
         return warn(s, f"{shown(s)} matches {', '.join(matched)}, but some entries never match "
@@ -200,9 +199,8 @@ def gloo_ifname_rule(s: Setting, facts: LintFacts) -> Verdict | None:
         real = ", ".join(sorted(facts.interfaces))
         return fail(s, f"{shown(s)} names {', '.join(missing)}, not up here: Gloo cannot create "
                        "its device",
-                    catalogue_fix("gloo.unknown_interface", "Set GLOO_SOCKET_IFNAME to exact "
-                                  "interface names present on every node.",
-                                  f"This host has: {real}."), Category.INTERFACE)
+                    catalogue_fix("gloo.unknown_interface", f"This host has: {real}."),
+                    Category.INTERFACE)
     return ok(s, f"{shown(s)}: {', '.join(wanted)} present and up here")
 
 
@@ -233,8 +231,7 @@ def distributed_debug_rule(s: Setting, facts: LintFacts) -> Verdict | None:
     if level not in ("OFF", "INFO", "DETAIL"):
         return fail(s, f"{shown(s)}: importing torch.distributed raises ValueError (must be OFF, "
                        "INFO or DETAIL)",
-                    catalogue_fix("torch.debug_level_invalid",
-                                  "Set TORCH_DISTRIBUTED_DEBUG to OFF, INFO or DETAIL."))
+                    catalogue_fix("torch.debug_level_invalid"))
     if level == "DETAIL":
         return warn(s, "TORCH_DISTRIBUTED_DEBUG=DETAIL checks every collective across ranks: slow",
                     "Use TORCH_DISTRIBUTED_DEBUG=INFO or OFF outside a debugging run.",
@@ -271,8 +268,7 @@ def socket_threads_rule(s: Setting, facts: LintFacts) -> Verdict | None:
     if number > MAX_SOCKET_THREADS:
         return warn(s, f"{shown(s)} is above {MAX_SOCKET_THREADS}: NCCL lowers it to "
                        f"{MAX_SOCKET_THREADS}",
-                    catalogue_fix("nccl.socket_threads_clamped", "Set NCCL_SOCKET_NTHREADS to "
-                                  f"1..{MAX_SOCKET_THREADS}."))
+                    catalogue_fix("nccl.socket_threads_clamped"))
     return ok(s, f"{shown(s)}: valid (1..{MAX_SOCKET_THREADS} helper threads per connection)")
 
 

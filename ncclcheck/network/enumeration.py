@@ -19,6 +19,10 @@ import psutil
 
 from ncclcheck.network.model import INET, INET6, Address, IbPort, Interface
 
+# Where the kernel describes this host's interfaces and RDMA ports (tests pass fake trees).
+SYS_CLASS_NET = "/sys/class/net"
+SYS_CLASS_INFINIBAND = "/sys/class/infiniband"
+
 _IFF_UP = 0x1
 _IFF_LOOPBACK = 0x8
 _IFF_RUNNING = 0x40
@@ -155,7 +159,7 @@ def _kind(name: str, sys_net: Path) -> tuple[str, bool | None]:
     return kind, virtual
 
 
-def list_interfaces(sys_net: str | os.PathLike[str] = "/sys/class/net") -> list[Interface]:
+def list_interfaces(sys_net: str | os.PathLike[str] = SYS_CLASS_NET) -> list[Interface]:
     """Every interface of this host (this network namespace), addresses in getifaddrs() order."""
     try:
         raw = _getifaddrs()
@@ -191,7 +195,7 @@ def list_interfaces(sys_net: str | os.PathLike[str] = "/sys/class/net") -> list[
     return result
 
 
-def list_ib_ports(sys_ib: str | os.PathLike[str] = "/sys/class/infiniband") -> list[IbPort]:
+def list_ib_ports(sys_ib: str | os.PathLike[str] = SYS_CLASS_INFINIBAND) -> list[IbPort]:
     """InfiniBand / RoCE ports (state, link layer, rate); [] when there is no RDMA device."""
     root = Path(sys_ib)
     ports: list[IbPort] = []
@@ -211,6 +215,6 @@ def list_ib_ports(sys_ib: str | os.PathLike[str] = "/sys/class/infiniband") -> l
     return ports
 
 
-def list_ib_devices(sys_ib: str | os.PathLike[str] = "/sys/class/infiniband") -> list[str]:
+def list_ib_devices(sys_ib: str | os.PathLike[str] = SYS_CLASS_INFINIBAND) -> list[str]:
     """The RDMA device names (mlx5_0, ...) that have ports; [] when there is none."""
     return sorted({port.device for port in list_ib_ports(sys_ib)})

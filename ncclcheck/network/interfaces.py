@@ -9,15 +9,17 @@ pure). NCCL settings as NCCL sees them (environment + config files) come from
 
 from __future__ import annotations
 
-from ncclcheck.network.enumeration import list_ib_devices, list_ib_ports, list_interfaces
+from ncclcheck.network.enumeration import (SYS_CLASS_INFINIBAND, list_ib_devices, list_ib_ports,
+                                           list_interfaces)
 from ncclcheck.network.iflist import MAX_IFS, IfList, dead_entries, ifname_setting, socket_family
 from ncclcheck.network.model import (INET, INET6, VIRTUAL_BRIDGE_PREFIXES, Address, IbPort,
-                                     Interface, SocketChoice, find, interface_for_address)
+                                     Interface, SocketChoice, fastest_ib_rate, find,
+                                     interface_for_address)
 from ncclcheck.network.selection import (LATEST_RULES, NcclPrediction, explain_nccl_choice,
                                          getaddrinfo_first, gloo_interface_names, parse_version,
                                          predict_gloo_interface, predict_gloo_interfaces,
                                          predict_nccl_bootstrap, predict_nccl_interfaces,
-                                         propose_ifname, tp_interface_name)
+                                         propose_ifname, socket_link_speed, tp_interface_name)
 
 
 __all__ = [
@@ -26,6 +28,6 @@ __all__ = [
     "predict_nccl_interfaces", "predict_nccl_bootstrap", "predict_gloo_interface",
     "predict_gloo_interfaces", "gloo_interface_names", "tp_interface_name", "propose_ifname",
     "parse_version", "socket_family", "ifname_setting", "interface_for_address", "find",
-    "getaddrinfo_first", "INET", "INET6", "MAX_IFS", "LATEST_RULES",
-    "VIRTUAL_BRIDGE_PREFIXES",
+    "getaddrinfo_first", "fastest_ib_rate", "socket_link_speed", "INET", "INET6", "MAX_IFS",
+    "LATEST_RULES", "SYS_CLASS_INFINIBAND", "VIRTUAL_BRIDGE_PREFIXES",
 ]

@@ -8,6 +8,7 @@ probes only read them, so tests can build any host they like.
 from __future__ import annotations
 
 import ipaddress
+import re
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable
 
@@ -122,6 +123,9 @@ class SocketChoice:
         return f"{self.name}:{self.address}"
 
 
+_RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*Gb/sec")
+
+
 @dataclass(frozen=True)
 class IbPort:
     """One InfiniBand / RoCE port from /sys/class/infiniband."""
@@ -133,6 +137,17 @@ class IbPort:
     link_layer: str | None  # "InfiniBand" or "Ethernet" (RoCE)
     rate: str | None  # e.g. "200 Gb/sec (4X HDR)"
     netdevs: tuple[str, ...] = ()
+
+    @property
+    def active(self) -> bool:
+        """Up and usable: the only state in which NCCL's IB transport uses the port."""
+        return self.state.upper() == "ACTIVE"
+
+    @property
+    def rate_gbit(self) -> float | None:
+        """The link rate in Gb/s (``"200 Gb/sec (4X HDR)"`` -> 200.0); None when unreadable."""
+        found = _RATE.match(self.rate or "")
+        return float(found.group(1)) if found else None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -152,3 +167,8 @@ def interface_for_address(interfaces: Iterable[Interface], address: str) -> Inte
             return iface
     return None
 
+
+def fastest_ib_rate(ports: Iterable[IbPort]) -> float | None:
+    """The rate (Gb/s) of the fastest ACTIVE InfiniBand / RoCE port, None when none is."""
+    rates = [port.rate_gbit for port in ports if port.active and port.rate_gbit]
+    return max(rates) if rates else None

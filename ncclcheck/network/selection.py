@@ -275,3 +275,17 @@ def propose_ifname(interfaces: Sequence[Interface]) -> str | None:
             and any(not a.is_link_local and not a.is_loopback for a in i.addresses)]
     return ("=" + ",".join(good)) if good else None
 
+
+def socket_link_speed(env: Mapping[str, str], interfaces: Sequence[Interface]) -> int | None:
+    """The link speed (Mb/s) NCCL's sockets can expect: that of the first interface
+    NCCL_SOCKET_IFNAME selects (NCCL's list grammar) that reports one, else the fastest
+    non-loopback interface that does. ``env`` is the environment as NCCL sees it (nccl.conf
+    included); None when no interface reports a speed."""
+    setting = ifname_setting(env)
+    wanted = IfList.parse(setting) if setting is not None else None
+    speeds = [i.speed_mbps for i in interfaces
+              if i.speed_mbps and not (i.loopback or i.name == "lo")
+              and (wanted is None or wanted.matches(i.name))]
+    if not speeds:
+        return None
+    return speeds[0] if wanted is not None else max(speeds)

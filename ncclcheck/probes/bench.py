@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import time
 
-from ncclcheck.bench.analysis import (SweepResult, allreduce_check, bench_section, busbw_check,
-                                      job_rows, straggler_check)
 from ncclcheck.bench.analysis import CHECKS as SWEEP_CHECKS
+from ncclcheck.bench.analysis import (ALLREDUCE, SweepResult, allreduce_check, bench_section,
+                                      busbw_check, job_rows, straggler_check)
 from ncclcheck.bench.faults import FAULT_VARIABLE, parse_faults
 from ncclcheck.bench.options import BenchOptions, choose_backend, cuda_gpu_count
 from ncclcheck.bench.plot import draw
@@ -76,7 +76,7 @@ def _run(ctx: ProbeContext, opts: BenchOptions, fault: str) -> tuple[SweepResult
     gpus = cuda_gpu_count(ctx.env)
     backend = choose_backend(opts.backend, gpus)
     if backend == "nccl" and gpus == 0:
-        return None, [failed("bench.allreduce", "--backend nccl needs CUDA GPUs, but this "
+        return None, [failed(ALLREDUCE, "--backend nccl needs CUDA GPUs, but this "
                              "process sees none",
                              "Run on a GPU node (check CUDA_VISIBLE_DEVICES and nvidia-smi), or "
                              "use --backend gloo for a CPU check.", Category.CUDA, backend="nccl")]
@@ -96,7 +96,7 @@ def probe(ctx: ProbeContext) -> FamilyOutput:
     try:
         parse_faults(fault)
     except ValueError as exc:
-        return FamilyOutput([failed("bench.allreduce", str(exc), f"Unset {FAULT_VARIABLE}: it "
+        return FamilyOutput([failed(ALLREDUCE, str(exc), f"Unset {FAULT_VARIABLE}: it "
                                     "is for ncclcheck's own tests only.", Category.CONFIGURATION)])
     result, early = _run(ctx, opts, fault)
     if result is None:
@@ -118,25 +118,23 @@ def _plot(section: BenchSection, path: str) -> list[CheckResult]:
     try:
         draw(section.to_dict(), path)
     except ImportError as exc:
-        return [warned("bench.plot", f"could not draw {path}: {exc}",
+        return [warned(PLOT, f"could not draw {path}: {exc}",
                        "Install the plot extra: pip install 'ncclcheck[plot]'.",
                        Category.CONFIGURATION, path=path)]
     except Exception as exc:  # a plot that cannot be drawn must not hide the measurements
-        return [warned("bench.plot", f"could not draw {path}: {type(exc).__name__}: {exc}",
+        return [warned(PLOT, f"could not draw {path}: {type(exc).__name__}: {exc}",
                        "Give --plot a writable .png, .svg or .pdf path.", Category.CONFIGURATION,
                        path=path)]
     section.plot = path
-    return [passed("bench.plot", f"busbw curve drawn into {path}", path=path)]
+    return [passed(PLOT, f"busbw curve drawn into {path}", path=path)]
 
 
 # -- declarations: every check this family reports (``ncclcheck checks``, docs/bench.md) ------
-def _declarations():
-    return SWEEP_CHECKS + (
-        CheckSpec("bench.plot", "the --plot file was drawn", (Category.CONFIGURATION,),
-                  warns_when="--plot FILE cannot be drawn (the plot extra is missing, or the "
-                             "path or its suffix is unusable); the measurements stay in the "
-                             "report"),
-    )
+PLOT = CheckSpec(
+    "bench.plot", "the --plot file was drawn", (Category.CONFIGURATION,),
+    warns_when="--plot FILE cannot be drawn (the plot extra is missing, or the "
+               "path or its suffix is unusable); the measurements stay in the "
+               "report")
 
 
-CHECKS = _declarations()
+CHECKS: tuple[CheckSpec, ...] = SWEEP_CHECKS + (PLOT,)

@@ -118,14 +118,14 @@ def check_library(found: Discovery) -> CheckResult:
         "torch_cpu_only": found.torch.simulated, "wheel": found.wheel}
     if found.resolution.found is None:
         if found.torch.simulated or found.torch.lib_dir is None:
-            return skipped("nccl.library", "no libnccl.so.2 on this host, and torch here is not "
+            return skipped(LIBRARY, "no libnccl.so.2 on this host, and torch here is not "
                            "a CUDA build: jobs can only use Gloo", **details)
-        return failed("nccl.library", "torch is a CUDA build but no libnccl.so.2 can be found",
+        return failed(LIBRARY, "torch is a CUDA build but no libnccl.so.2 can be found",
                       "Install the NCCL wheel torch depends on (pip install nvidia-nccl-cu12), or "
                       "point --nccl-lib / LD_LIBRARY_PATH at a libnccl.so.2.",
                       Category.VERSION_MISMATCH, **details)
     if not Path(found.resolution.found).is_file():
-        return failed("nccl.library", f"--nccl-lib {found.resolution.found}: not a regular file",
+        return failed(LIBRARY, f"--nccl-lib {found.resolution.found}: not a regular file",
                       "Pass --nccl-lib the path of an existing libnccl.so.2.",
                       Category.CONFIGURATION, **details)
     winner = found.winner
@@ -140,13 +140,13 @@ def check_library(found: Discovery) -> CheckResult:
     if bundled and system and len(differing) > 1:
         listing = "; ".join(f"{c.path} ({c.version or '?'}, {', '.join(c.sources)})"
                             for c in bundled + system)
-        return warned("nccl.library", f"{summary}; other copies differ: {listing}",
+        return warned(LIBRARY, f"{summary}; other copies differ: {listing}",
                       "Make every node load the same NCCL: remove the stray copy from "
                       "LD_LIBRARY_PATH / the system, or LD_PRELOAD the one you mean.",
                       Category.VERSION_MISMATCH, **details)
     if len(found.copies) > 1:
         summary += f"; {len(found.copies) - 1} other copy(ies) found, same version"
-    return passed("nccl.library", summary, **details)
+    return passed(LIBRARY, summary, **details)
 
 
 def check_answer(answer: LibraryAnswer, found: Discovery, budget: float) -> list[CheckResult]:
@@ -158,29 +158,29 @@ def check_answer(answer: LibraryAnswer, found: Discovery, budget: float) -> list
     fix = (f"Replace or remove {answer.library}, or point --nccl-lib at a working libnccl.so.2; "
            f"`python -c \"import ctypes; ctypes.CDLL('{answer.library}')\"` shows the failure.")
     if answer.outcome == "hung":
-        return [errored("nccl.load", f"loading {answer.library} did not answer within "
+        return [errored(LOAD, f"loading {answer.library} did not answer within "
                         f"{budget:g} s (stuck {answer.describe_stage()}); the child was killed",
                         fix, Category.VERSION_MISMATCH, **details)]
     if answer.outcome == "crashed":
-        return [errored("nccl.load", f"{answer.library} crashed the process that loaded it "
+        return [errored(LOAD, f"{answer.library} crashed the process that loaded it "
                         f"({answer.signal}, {answer.describe_stage()})", fix,
                         Category.VERSION_MISMATCH, **details, signal=answer.signal)]
     if answer.outcome in ("load_error", "incomplete"):
         why = answer.load_error or f"the child exited with {answer.returncode} " \
                                    f"{answer.describe_stage()}"
-        return [errored("nccl.load", f"{answer.library} does not load: {why}", fix,
+        return [errored(LOAD, f"{answer.library} does not load: {why}", fix,
                         Category.VERSION_MISMATCH, **details, error=why)]
-    results = [passed("nccl.load", f"libnccl loaded and answered in a child process in "
+    results = [passed(LOAD, f"libnccl loaded and answered in a child process in "
                       f"{answer.seconds:.2f} s", **details)]
     if answer.version is None:
-        results.append(errored("nccl.version", f"ncclGetVersion returned no version "
+        results.append(errored(VERSION, f"ncclGetVersion returned no version "
                                f"(code {answer.version_code})", fix, Category.VERSION_MISMATCH,
                                code=answer.version_code))
         return results
     winner = found.winner
     details = {"version": str(answer.version), "code": answer.version_code,
                "banner": winner.banner if winner else None}
-    results.append(passed("nccl.version", f"NCCL {answer.version} (ncclGetVersion = "
+    results.append(passed(VERSION, f"NCCL {answer.version} (ncclGetVersion = "
                           f"{answer.version_code})", **details))
     return results
 
@@ -189,30 +189,30 @@ def check_torch_nccl(answer: LibraryAnswer | None) -> CheckResult:
     """torch.cuda.nccl.version() is the NCCL torch itself loads; it must match ours."""
     cpu_build = torch_build_without_cuda()
     if cpu_build is not None:
-        return skipped("nccl.torch_version", f"skipped: {cpu_build} is a CPU-only build: it has "
+        return skipped(TORCH_VERSION, f"skipped: {cpu_build} is a CPU-only build: it has "
                        "no NCCL to compare", torch=cpu_build)
     try:
         import torch  # deferred: seconds to import; a CPU-only build was ruled out above
     except Exception as exc:
-        return skipped("nccl.torch_version",
+        return skipped(TORCH_VERSION,
                        f"skipped: torch does not import ({type(exc).__name__})")
     if torch.version.cuda is None:
-        return skipped("nccl.torch_version", f"skipped: torch {torch.__version__} is a CPU-only "
+        return skipped(TORCH_VERSION, f"skipped: torch {torch.__version__} is a CPU-only "
                        "build: it has no NCCL to compare", torch=torch.__version__)
     try:
         theirs = from_torch_tuple(torch.cuda.nccl.version())
     except Exception as exc:
-        return skipped("nccl.torch_version", f"skipped: torch.cuda.nccl.version() failed: {exc}")
+        return skipped(TORCH_VERSION, f"skipped: torch.cuda.nccl.version() failed: {exc}")
     ours = answer.version if answer else None
     if theirs is None or ours is None:
-        return skipped("nccl.torch_version", "skipped: one of the two versions is unknown",
+        return skipped(TORCH_VERSION, "skipped: one of the two versions is unknown",
                        torch_nccl=str(theirs) if theirs else None)
     if theirs != ours:
-        return warned("nccl.torch_version", f"torch reports NCCL {theirs}, the library found "
+        return warned(TORCH_VERSION, f"torch reports NCCL {theirs}, the library found "
                       f"here is {ours}", "Check LD_PRELOAD / LD_LIBRARY_PATH: torch loads a "
                       "different libnccl than the one inspected; pass it with --nccl-lib.",
                       Category.VERSION_MISMATCH, torch_nccl=str(theirs), inspected=str(ours))
-    return passed("nccl.torch_version", f"torch.cuda.nccl.version() agrees: {theirs}",
+    return passed(TORCH_VERSION, f"torch.cuda.nccl.version() agrees: {theirs}",
                   torch_nccl=str(theirs))
 
 
@@ -237,9 +237,9 @@ def check_bootstrap(answer: LibraryAnswer | None, env, interfaces: dict[str, lis
                     predicted: tuple[str | None, bool] = (None, False)) -> CheckResult:
     """What libnccl bootstrapped on, against ``predicted`` (the network owner's prediction,
     and whether there is one)."""
-    cid = "nccl.bootstrap_interface"
     if answer is None or answer.bootstrap is None:
-        return skipped(cid, "skipped: the library did not get as far as ncclGetUniqueId")
+        return skipped(BOOTSTRAP_INTERFACE,
+                       "skipped: the library did not get as far as ncclGetUniqueId")
     choice = answer.bootstrap
     real = ", ".join(f"{n} ({', '.join(a)})" for n, a in sorted(interfaces.items())) or "none"
     ifname = env.get("NCCL_SOCKET_IFNAME")
@@ -248,37 +248,38 @@ def check_bootstrap(answer: LibraryAnswer | None, env, interfaces: dict[str, lis
                                "last_error": choice.last_error, "NCCL_SOCKET_IFNAME": ifname,
                                "interfaces_up": interfaces}
     if choice.no_interface:
-        fix = catalogue_fix("nccl.no_socket_interface",
-                            "Set NCCL_SOCKET_IFNAME to an interface present and up on every "
-                            "node, or bring up an interface with an IPv4/IPv6 address.",
-                            f"This host has: {real}.", {"ifname": ifname} if ifname else {})
+        fix = catalogue_fix("nccl.no_socket_interface", f"This host has: {real}.",
+                            {"ifname": ifname} if ifname else {})
         summary = ("libnccl found no socket interface to bootstrap on"
                    + (f" (NCCL_SOCKET_IFNAME={ifname} matches nothing up here)" if ifname else ""))
-        return failed(cid, summary, fix, Category.INTERFACE, **details)
+        return failed(BOOTSTRAP_INTERFACE, summary, fix, Category.INTERFACE, **details)
     if choice.interface is None:
         return unnamed_bootstrap(choice, details)
     predicted, have = predicted
     details["predicted"] = predicted
     if have and predicted != choice.interface:
-        return warned(cid, f"libnccl bootstraps on {choice.interface} ({choice.address}), but the "
+        return warned(BOOTSTRAP_INTERFACE,
+                      f"libnccl bootstraps on {choice.interface} ({choice.address}), but the "
                       f"network probe predicted {predicted or 'no interface'}",
                       f"Pin the interface for every node: NCCL_SOCKET_IFNAME={choice.interface} "
                       "(or the one your nodes share), and report the disagreement.",
                       Category.INTERFACE, **details)
     agrees = " (as the network probe predicted)" if have else ""
-    return passed(cid, f"libnccl bootstraps on {choice.interface} ({choice.address}){agrees}",
+    return passed(BOOTSTRAP_INTERFACE,
+                  f"libnccl bootstraps on {choice.interface} ({choice.address}){agrees}",
                   **details)
 
 
 def unnamed_bootstrap(choice: Any, details: dict[str, Any]) -> CheckResult:
     """ncclGetUniqueId said nothing about its interface: a failure only when rc is not 0."""
-    cid = "nccl.bootstrap_interface"
     if choice.rc == 0:
-        return errored(cid, "ncclGetUniqueId succeeded (rc 0), but NCCL's log did not name the "
+        return errored(BOOTSTRAP_INTERFACE,
+                       "ncclGetUniqueId succeeded (rc 0), but NCCL's log did not name the "
                        "interface it bootstraps on", "Rerun with NCCL_DEBUG=INFO "
                        "NCCL_DEBUG_SUBSYS=INIT,BOOTSTRAP and look for 'Bootstrap: Using'.",
                        Category.INTERFACE, **details)
-    return errored(cid, f"ncclGetUniqueId failed (rc {choice.rc}) without naming an "
+    return errored(BOOTSTRAP_INTERFACE,
+                   f"ncclGetUniqueId failed (rc {choice.rc}) without naming an "
                    f"interface: {choice.last_error or 'no message'}", None, Category.INTERFACE,
                    **details)
 
@@ -289,25 +290,25 @@ def check_config_files(files: list[ConfigFile], env) -> CheckResult:
     broken = [f for f in files if f.error]
     if broken:
         f = broken[0]
-        return warned("nccl.config_files", f"{f.path} ({f.why}) cannot be read: {f.error}; NCCL "
+        return warned(CONFIG_FILES, f"{f.path} ({f.why}) cannot be read: {f.error}; NCCL "
                       "skips it", f"Fix or remove {f.path}.", Category.CONFIGURATION, **details)
     explicit = env.get("NCCL_CONF_FILE")
     if explicit and not any(f.exists for f in files if f.why == "NCCL_CONF_FILE"):
-        return warned("nccl.config_files", f"NCCL_CONF_FILE={explicit}: no such file",
+        return warned(CONFIG_FILES, f"NCCL_CONF_FILE={explicit}: no such file",
                       "Point NCCL_CONF_FILE at an existing file, or unset it.",
                       Category.CONFIGURATION, **details)
     used = [f for f in files if f.exists]
     if not used:
-        return passed("nccl.config_files", "no NCCL config file (" +
+        return passed(CONFIG_FILES, "no NCCL config file (" +
                       ", ".join(f.path for f in files) + "): settings come from the environment",
                       **details)
     bad = [f for f in used if f.skipped]
     listing = ", ".join(f"{f.path} ({len(f.entries)} setting(s))" for f in used)
     if bad:
-        return warned("nccl.config_files", f"{bad[0].path}: lines {bad[0].skipped} are not "
+        return warned(CONFIG_FILES, f"{bad[0].path}: lines {bad[0].skipped} are not "
                       "NAME=value; NCCL ignores them", f"Fix those lines in {bad[0].path}.",
                       Category.CONFIGURATION, **details)
-    return passed("nccl.config_files", f"NCCL also reads {listing}; their settings are judged "
+    return passed(CONFIG_FILES, f"NCCL also reads {listing}; their settings are judged "
                   "below (the environment wins)", **details)
 
 
@@ -319,7 +320,7 @@ def verdict_result(v: Verdict) -> CheckResult:
         details["notes"] = v.notes
     if v.names_from:  # which list of names the verdict rests on: the library's or the table
         details["names_from"] = v.names_from
-    return CheckResult(f"nccl.setting.{name}", v.status, v.summary, details, v.fix, v.category)
+    return CheckResult(SETTING.member(name), v.status, v.summary, details, v.fix, v.category)
 
 
 def _int(text: str | None) -> int | None:
@@ -330,36 +331,44 @@ def _int(text: str | None) -> int | None:
 
 
 # -- the checks this family can report ------------------------------------------------------
-CHECKS: tuple[CheckSpec, ...] = (
-    CheckSpec("nccl.library", "The libnccl a job loads, and its other copies",
-              (Category.VERSION_MISMATCH, Category.CONFIGURATION),
-              fails_when="torch is a CUDA build but no libnccl.so.2 is found, or --nccl-lib "
-                         "is not a regular file",
-              warns_when="the wheel / torch copy and a system copy have different versions"),
-    CheckSpec("nccl.load", "libnccl loads and answers in a child process",
-              (Category.VERSION_MISMATCH,),
-              doc="Errors when the library hangs, crashes or does not load."),
-    CheckSpec("nccl.version", "ncclGetVersion", (Category.VERSION_MISMATCH,),
-              doc="Errors when the library returns no version."),
-    CheckSpec("nccl.bootstrap_interface", "The interface libnccl itself bootstraps on",
-              (Category.INTERFACE,),
-              fails_when="libnccl finds no socket interface",
-              warns_when="libnccl's choice differs from the network probe's prediction",
-              doc="Errors when ncclGetUniqueId names no interface."),
-    CheckSpec("nccl.torch_version", "torch.cuda.nccl.version() matches the library",
-              (Category.VERSION_MISMATCH,),
-              warns_when="torch reports another NCCL version than the library inspected"),
-) + PLUGIN_CHECKS + (
-    CheckSpec("nccl.config_files", "NCCL's config files", (Category.CONFIGURATION,),
-              warns_when="a config file cannot be read, NCCL_CONF_FILE names no file, or lines "
-                         "are not NAME=value"),
-    CheckSpec("nccl.setting.*", "One NCCL / torch / Gloo setting",
-              (Category.CONFIGURATION, Category.INTERFACE, Category.INFINIBAND, Category.P2P,
-               Category.SHARED_MEMORY),
-              fails_when="the value is invalid (NCCL ignores it or fails), or "
-                         "NCCL_SOCKET_IFNAME matches no interface",
-              warns_when="the name is unknown to the loaded library (or the shipped table), "
-                         "deprecated, partly ignored, or costly",
-              doc="nccl.setting.socket_count judges NCCL_SOCKET_NTHREADS x "
-                  "NCCL_NSOCKS_PERTHREAD."),
-) + GPU_CHECKS
+LIBRARY = CheckSpec(
+    "nccl.library", "The libnccl a job loads, and its other copies",
+    (Category.VERSION_MISMATCH, Category.CONFIGURATION),
+    fails_when="torch is a CUDA build but no libnccl.so.2 is found, or --nccl-lib "
+               "is not a regular file",
+    warns_when="the wheel / torch copy and a system copy have different versions")
+LOAD = CheckSpec(
+    "nccl.load", "libnccl loads and answers in a child process",
+    (Category.VERSION_MISMATCH,),
+    doc="Errors when the library hangs, crashes or does not load.")
+VERSION = CheckSpec(
+    "nccl.version", "ncclGetVersion", (Category.VERSION_MISMATCH,),
+    doc="Errors when the library returns no version.")
+BOOTSTRAP_INTERFACE = CheckSpec(
+    "nccl.bootstrap_interface", "The interface libnccl itself bootstraps on",
+    (Category.INTERFACE,),
+    fails_when="libnccl finds no socket interface",
+    warns_when="libnccl's choice differs from the network probe's prediction",
+    doc="Errors when ncclGetUniqueId names no interface.")
+TORCH_VERSION = CheckSpec(
+    "nccl.torch_version", "torch.cuda.nccl.version() matches the library",
+    (Category.VERSION_MISMATCH,),
+    warns_when="torch reports another NCCL version than the library inspected")
+CONFIG_FILES = CheckSpec(
+    "nccl.config_files", "NCCL's config files", (Category.CONFIGURATION,),
+    warns_when="a config file cannot be read, NCCL_CONF_FILE names no file, or lines "
+               "are not NAME=value")
+SETTING = CheckSpec(
+    "nccl.setting.*", "One NCCL / torch / Gloo setting",
+    (Category.CONFIGURATION, Category.INTERFACE, Category.INFINIBAND, Category.P2P,
+     Category.SHARED_MEMORY),
+    fails_when="the value is invalid (NCCL ignores it or fails), or "
+               "NCCL_SOCKET_IFNAME matches no interface",
+    warns_when="the name is unknown to the loaded library (or the shipped table), "
+               "deprecated, partly ignored, or costly",
+    doc="nccl.setting.socket_count judges NCCL_SOCKET_NTHREADS x "
+        "NCCL_NSOCKS_PERTHREAD.")
+
+
+CHECKS: tuple[CheckSpec, ...] = ((LIBRARY, LOAD, VERSION, BOOTSTRAP_INTERFACE, TORCH_VERSION)
+                                 + PLUGIN_CHECKS + (CONFIG_FILES, SETTING) + GPU_CHECKS)

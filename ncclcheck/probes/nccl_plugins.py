@@ -11,7 +11,7 @@ from typing import Any
 
 from ncclcheck.explain.catalogue import catalogue_fix
 from ncclcheck.model import Category, CheckResult, failed, passed, warned
-from ncclcheck.ncclib.plugins import PluginSearch, judge
+from ncclcheck.ncclib.plugins import NET, PLUGIN, PluginSearch, judge
 from ncclcheck.ncclib.version import NcclVersion
 from ncclcheck.registry import CheckSpec
 
@@ -19,7 +19,7 @@ from ncclcheck.registry import CheckSpec
 def check_plugin(search: PluginSearch, supported: dict[str, list[int]],
                  version: NcclVersion | None) -> CheckResult:
     kind = search.kind
-    cid = f"nccl.plugin.{kind.name}"
+    cid = PLUGIN.member(kind.name)
     nccl = f"NCCL {version}" if version else "the loaded NCCL"
     details: dict[str, Any] = {"variable": kind.variable, "value": search.value,
                                "tried": search.tried, "found": [p.to_dict() for p in search.found],
@@ -57,7 +57,7 @@ def check_plugin(search: PluginSearch, supported: dict[str, list[int]],
         wanted = (f"Install a {kind.name} plugin built for {nccl} (one exporting "
                   f"{kind.symbols[0]}_v{max(supported.get(kind.symbols[0], [0]))}), or set "
                   f"{kind.variable}=none.")
-        fix = (catalogue_fix("nccl.net_plugin_broken", wanted, f"Here: {wanted}")
+        fix = (catalogue_fix("nccl.net_plugin_broken", f"Here: {wanted}")
                if kind.name == "net" else wanted)
         return failed(cid, f"{first.path} {primary.reason}: {nccl} cannot use it", fix,
                       Category.NET_PLUGIN, **details)
@@ -76,41 +76,30 @@ def check_net(env, net_search: PluginSearch, devices: list[str]) -> CheckResult:
     """NCCL_NET must name a network that exists here: IB, Socket or an external plugin's."""
     value = env.get("NCCL_NET")
     if not value:
-        return passed("nccl.net", "NCCL_NET unset: NCCL picks "
+        return passed(NET, "NCCL_NET unset: NCCL picks "
                       + ("IB (RDMA devices present)" if devices else "Socket (no RDMA devices)"),
                       ib_devices=devices)
     name = value.strip().lower()
     plugin_found = any(p.exports.get("ncclNetPlugin") for p in net_search.found)
     details = {"NCCL_NET": value, "ib_devices": devices, "net_plugin": plugin_found}
     if name == "socket":
-        return passed("nccl.net", "NCCL_NET=Socket: the built-in TCP transport, always available",
+        return passed(NET, "NCCL_NET=Socket: the built-in TCP transport, always available",
                       **details)
     if name == "ib":
         if devices:
-            return passed("nccl.net", f"NCCL_NET=IB: RDMA devices {', '.join(devices)} present",
+            return passed(NET, f"NCCL_NET=IB: RDMA devices {', '.join(devices)} present",
                           **details)
-        return failed("nccl.net", "NCCL_NET=IB but this host has no RDMA device: NCCL init fails "
+        return failed(NET, "NCCL_NET=IB but this host has no RDMA device: NCCL init fails "
                       "('Failed to initialize any NET plugin')",
-                      catalogue_fix("nccl.net_not_found", "Unset NCCL_NET (or set "
-                                    "NCCL_NET=Socket) on hosts without InfiniBand/RoCE."),
+                      catalogue_fix("nccl.net_not_found"),
                       Category.NET_PLUGIN, **details)
     if plugin_found:
-        return passed("nccl.net", f"NCCL_NET={value}: an external net plugin is present; its "
+        return passed(NET, f"NCCL_NET={value}: an external net plugin is present; its "
                       "name is checked by NCCL at init", **details)
-    return failed("nccl.net", f"NCCL_NET={value} names no available network: no external net "
+    return failed(NET, f"NCCL_NET={value} names no available network: no external net "
                   "plugin found, and the built-in ones are IB and Socket",
-                  catalogue_fix("nccl.net_not_found", "Install the plugin that provides "
-                                f"'{value}' and set NCCL_NET_PLUGIN, or unset NCCL_NET."),
+                  catalogue_fix("nccl.net_not_found"),
                   Category.NET_PLUGIN, **details)
 
 
-CHECKS: tuple[CheckSpec, ...] = (
-    CheckSpec("nccl.plugin.*", "NCCL's net / tuner / profiler / env plugins",
-              (Category.NET_PLUGIN,),
-              fails_when="a named plugin is not found, needs a missing library, or speaks no "
-                         "API version the loaded NCCL supports",
-              warns_when="the supported versions cannot be read, or the CollNet part is "
-                         "unusable"),
-    CheckSpec("nccl.net", "NCCL_NET names a network that exists here", (Category.NET_PLUGIN,),
-              fails_when="NCCL_NET=IB without RDMA devices, or a name no plugin provides"),
-)
+CHECKS: tuple[CheckSpec, ...] = (PLUGIN, NET)

@@ -15,9 +15,10 @@ from ncclcheck.launchers import Layout, read_layout
 from ncclcheck.ncclib.discovery import discover
 from ncclcheck.ncclib.config_files import nccl_environment
 from ncclcheck.ncclib.wheel import installed_nccl_version
-from ncclcheck.network.interfaces import (IbPort, Interface, NcclPrediction, SocketChoice,
-                                          explain_nccl_choice, list_ib_ports, list_interfaces,
-                                          predict_gloo_interfaces, predict_nccl_bootstrap)
+from ncclcheck.network.interfaces import (SYS_CLASS_INFINIBAND, IbPort, Interface, NcclPrediction,
+                                          SocketChoice, explain_nccl_choice, list_ib_ports,
+                                          list_interfaces, predict_gloo_interfaces,
+                                          predict_nccl_bootstrap)
 from ncclcheck.network.master import (PortCheck, Reach, Resolution, check_port, ephemeral_range,
                                       is_local_address, reach, reserved_ports, resolve,
                                       route_interface)
@@ -106,7 +107,7 @@ def gather_facts(ctx: ProbeContext) -> Facts:
                   explain_nccl_choice(env, interfaces, version, first_address),
                   predict_nccl_bootstrap(env, interfaces, version, first_address), gloo,
                   hostname, host_res, version, is_multi_node(ctx, layout))
-    facts.ib_ports = list_ib_ports(ctx.options.net.sys_infiniband or "/sys/class/infiniband")
+    facts.ib_ports = list_ib_ports(ctx.options.net.sys_infiniband or SYS_CLASS_INFINIBAND)
     facts.master = gather_master(ctx, env, layout, interfaces)
     facts.mesh = run_cluster_mesh(ctx, facts.bootstrap, interfaces)
     return facts

@@ -30,7 +30,7 @@ def check_interfaces(facts: Facts) -> CheckResult:
     usable = [i for i in facts.interfaces if i.running and i.addresses]
     shown = ", ".join(f"{i.name} {i.addresses[0].address} mtu {i.mtu}" for i in usable[:8])
     more = f" and {len(usable) - 8} more" if len(usable) > 8 else ""
-    return passed("net.interfaces",
+    return passed(INTERFACES,
                   f"{len(facts.interfaces)} interfaces, {len(usable)} up with an address: "
                   f"{shown}{more}", interfaces=[i.to_dict() for i in facts.interfaces])
 
@@ -38,10 +38,10 @@ def check_interfaces(facts: Facts) -> CheckResult:
 def check_infiniband(ports: Sequence[IbPort]) -> CheckResult:
     """RDMA ports (read from /sys/class/infiniband by the facts step) that are not ACTIVE."""
     if not ports:
-        return skipped("net.infiniband", "no InfiniBand / RoCE device (/sys/class/infiniband)",
+        return skipped(INFINIBAND, "no InfiniBand / RoCE device (/sys/class/infiniband)",
                        ports=[])
     details = {"ports": [p.to_dict() for p in ports]}
-    inactive = [p for p in ports if p.state.upper() != "ACTIVE"]
+    inactive = [p for p in ports if not p.active]
     listed = ", ".join(f"{p.device}:{p.port} {p.state} {p.link_layer or ''} {p.rate or ''}".strip()
                        for p in ports)
     if inactive:
@@ -50,9 +50,9 @@ def check_infiniband(ports: Sequence[IbPort]) -> CheckResult:
         hca = ",".join(sorted({f"{p.device}:{p.port}" for p in active}))
         fix = (f"Bring the port(s) up (cable, switch, subnet manager: `ibstat`), or leave them out "
                f"with NCCL_IB_HCA={'=' + hca if hca else '<active HCA>'}.")
-        return warned("net.infiniband", f"RDMA port(s) not active: {names}", fix,
+        return warned(INFINIBAND, f"RDMA port(s) not active: {names}", fix,
                       Category.INFINIBAND, **details)
-    return passed("net.infiniband", f"{len(ports)} RDMA port(s) active: {listed}", **details)
+    return passed(INFINIBAND, f"{len(ports)} RDMA port(s) active: {listed}", **details)
 
 
 def _why_not(iflist: IfList, facts: Facts) -> list[str]:
@@ -137,8 +137,8 @@ def _no_nccl_interface(facts: Facts, setting: str | None,
         if down:
             fix = (f"Bring {', '.join(down)} up (`ip link set {down[0]} up`), or change "
                    f"it. {fix}")
-        fix = catalogue_fix(NO_IFACE_SIG, fix, f"Here: {fix}")
-        return failed("net.nccl_interface", summary, fix, IFACE, reasons=reasons,
+        fix = catalogue_fix(NO_IFACE_SIG, f"Here: {fix}")
+        return failed(NCCL_INTERFACE, summary, fix, IFACE, reasons=reasons,
                       signature=NO_IFACE_SIG, **details)
     family = facts.env.get("NCCL_SOCKET_FAMILY")
     summary = (f"no interface is up with an {'IPv6' if family == 'AF_INET6' else 'IP'} "
@@ -146,8 +146,8 @@ def _no_nccl_interface(facts: Facts, setting: str | None,
     fix = _propose(facts)
     if socket_family(facts.env):
         fix = f"Unset NCCL_SOCKET_FAMILY={family}, or give an interface such an address. " + fix
-    fix = catalogue_fix(NO_IFACE_SIG, fix, f"Here: {fix}")
-    return failed("net.nccl_interface", summary, fix, IFACE, signature=NO_IFACE_SIG,
+    fix = catalogue_fix(NO_IFACE_SIG, f"Here: {fix}")
+    return failed(NCCL_INTERFACE, summary, fix, IFACE, signature=NO_IFACE_SIG,
                   **details)
 
 
@@ -172,8 +172,8 @@ def check_nccl_interface(facts: Facts) -> CheckResult:
     if dead and not (problem and facts.multi_node):
         shown = "; ".join(f"{entry!r}: {why}" for entry, why in dead)
         fixed = ",".join(_real_case(e.strip().lstrip("=^"), facts.interfaces) for e in listed)
-        return warned("net.nccl_interface", f"{summary}, but NCCL_SOCKET_IFNAME has entries that "
-                                            f"never match ({shown})",
+        return warned(NCCL_INTERFACE, f"{summary}, but NCCL_SOCKET_IFNAME has entries that "
+                                      f"never match ({shown})",
                       f"Write the list without spaces, with '^' / '=' once at the front, in the "
                       f"interfaces' exact case: NCCL_SOCKET_IFNAME="
                       f"{'^' if IfList.parse(setting).exclude else ''}"
@@ -184,9 +184,9 @@ def check_nccl_interface(facts: Facts) -> CheckResult:
         fix = (f"Set NCCL_SOCKET_IFNAME to the interface that connects the nodes"
                f"{f', e.g. NCCL_SOCKET_IFNAME={better}' if better else ''} (and GLOO_SOCKET_IFNAME "
                "to the same name).")
-        return warned("net.nccl_interface", f"multi-node job, but NCCL will use {boot}: {problem}",
+        return warned(NCCL_INTERFACE, f"multi-node job, but NCCL will use {boot}: {problem}",
                       fix, IFACE, **details)
-    return passed("net.nccl_interface", summary, **details)
+    return passed(NCCL_INTERFACE, summary, **details)
 
 
 def check_gloo_interface(facts: Facts) -> CheckResult:
@@ -203,12 +203,12 @@ def check_gloo_interface(facts: Facts) -> CheckResult:
                    f"{f', e.g. GLOO_SOCKET_IFNAME={nccl}' if nccl else ''}. "
                    f"This host's interfaces: "
                    f"{_listing([i for i in facts.interfaces if i.addresses])}")
-            fix = catalogue_fix("gloo.unknown_interface", fix, f"Here: {fix}")
-            return failed("net.gloo_interface", summary, fix, IFACE,
+            fix = catalogue_fix("gloo.unknown_interface", f"Here: {fix}")
+            return failed(GLOO_INTERFACE, summary, fix, IFACE,
                           signature="gloo.unknown_interface", **details)
     gloo = facts.gloo_first
     if gloo is None:  # unreachable in practice: the fallback is loopback
-        return skipped("net.gloo_interface", "Gloo's interface could not be predicted", **details)
+        return skipped(GLOO_INTERFACE, "Gloo's interface could not be predicted", **details)
     source = (f"GLOO_SOCKET_IFNAME={facts.env['GLOO_SOCKET_IFNAME']}" if names is not None else
               f"host name {facts.hostname!r} -> {facts.hostname_resolution.first or 'unresolved'}")
     problem = _doubtful(gloo, facts)
@@ -217,10 +217,10 @@ def check_gloo_interface(facts: Facts) -> CheckResult:
         fix = (f"Set GLOO_SOCKET_IFNAME={nccl or '<interface between the nodes>'}"
                + (" (or map the host name to that interface's address in /etc/hosts)."
                   if names is None else "."))
-        return warned("net.gloo_interface",
+        return warned(GLOO_INTERFACE,
                       f"multi-node job, but Gloo will bind {gloo} ({source}): {problem}",
                       fix, IFACE, **details)
-    return passed("net.gloo_interface", f"Gloo will bind {gloo} ({source})", **details)
+    return passed(GLOO_INTERFACE, f"Gloo will bind {gloo} ({source})", **details)
 
 
 def check_tp_interface(facts: Facts) -> CheckResult:
@@ -228,32 +228,39 @@ def check_tp_interface(facts: Facts) -> CheckResult:
     iface = find(facts.interfaces, name)
     if iface is None or not iface.addresses:
         why = "does not exist" if iface is None else "has no IP address"
-        return failed("net.tp_interface",
+        return failed(TP_INTERFACE,
                       f"TP_SOCKET_IFNAME={name} {why}: torch RPC (TensorPipe) cannot bind it",
                       f"Set TP_SOCKET_IFNAME to one interface name. {_propose(facts)}", IFACE,
                       tp_socket_ifname=name)
-    return passed("net.tp_interface", f"TensorPipe will use {iface.describe()}",
+    return passed(TP_INTERFACE, f"TensorPipe will use {iface.describe()}",
                   tp_socket_ifname=name)
 
 
-CHECKS: tuple[CheckSpec, ...] = (
-    CheckSpec("net.interfaces", "This host's network interfaces",
-              doc="Lists every interface with its state, addresses, MTU, speed and kind; "
-                  "information only, it always passes."),
-    CheckSpec("net.infiniband", "InfiniBand / RoCE ports are active", (Category.INFINIBAND,),
-              warns_when="an RDMA port is not ACTIVE",
-              doc="Reads /sys/class/infiniband; skipped on hosts without RDMA devices."),
-    CheckSpec("net.nccl_interface", "The interface NCCL will bootstrap on", (IFACE,),
-              fails_when="NCCL_SOCKET_IFNAME (as NCCL parses it, no trimming) or the default "
-                         "rules match no running interface with an address",
-              warns_when="NCCL_SOCKET_IFNAME has entries that never match, or a multi-node "
-                         "job would run on loopback, a container bridge or a link-local address",
-              doc="Predicts NCCL's choice with its own rules (environment plus nccl.conf), "
-                  "in getifaddrs() order; details.nccl_interfaces is NCCL's list."),
-    CheckSpec("net.gloo_interface", "The interface Gloo will use", (IFACE,),
-              fails_when="GLOO_SOCKET_IFNAME names an interface without an address",
-              warns_when="a multi-node job's Gloo device is loopback, a container bridge or "
-                         "a link-local address"),
-    CheckSpec("net.tp_interface", "TP_SOCKET_IFNAME names an interface", (IFACE,),
-              fails_when="TP_SOCKET_IFNAME names no interface with an address"),
-)
+INTERFACES = CheckSpec(
+    "net.interfaces", "This host's network interfaces",
+    doc="Lists every interface with its state, addresses, MTU, speed and kind; "
+        "information only, it always passes.")
+INFINIBAND = CheckSpec(
+    "net.infiniband", "InfiniBand / RoCE ports are active", (Category.INFINIBAND,),
+    warns_when="an RDMA port is not ACTIVE",
+    doc="Reads /sys/class/infiniband; skipped on hosts without RDMA devices.")
+NCCL_INTERFACE = CheckSpec(
+    "net.nccl_interface", "The interface NCCL will bootstrap on", (IFACE,),
+    fails_when="NCCL_SOCKET_IFNAME (as NCCL parses it, no trimming) or the default "
+               "rules match no running interface with an address",
+    warns_when="NCCL_SOCKET_IFNAME has entries that never match, or a multi-node "
+               "job would run on loopback, a container bridge or a link-local address",
+    doc="Predicts NCCL's choice with its own rules (environment plus nccl.conf), "
+        "in getifaddrs() order; details.nccl_interfaces is NCCL's list.")
+GLOO_INTERFACE = CheckSpec(
+    "net.gloo_interface", "The interface Gloo will use", (IFACE,),
+    fails_when="GLOO_SOCKET_IFNAME names an interface without an address",
+    warns_when="a multi-node job's Gloo device is loopback, a container bridge or "
+               "a link-local address")
+TP_INTERFACE = CheckSpec(
+    "net.tp_interface", "TP_SOCKET_IFNAME names an interface", (IFACE,),
+    fails_when="TP_SOCKET_IFNAME names no interface with an address")
+
+
+CHECKS: tuple[CheckSpec, ...] = (INTERFACES, INFINIBAND, NCCL_INTERFACE, GLOO_INTERFACE,
+                                  TP_INTERFACE)

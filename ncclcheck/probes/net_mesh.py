@@ -59,10 +59,10 @@ def run_cluster_mesh(ctx: ProbeContext, bootstrap: SocketChoice | None,
 def mesh_checks(run: MeshRun, host: str) -> list[CheckResult]:
     """net.mesh (and, on the first leader, net.consistency) from one mesh run on ``host``."""
     if run.not_run is not None:
-        return [skipped("net.mesh", run.not_run)]
+        return [skipped(MESH, run.not_run)]
     if run.outcome is None:
-        return [errored("net.mesh", f"the mesh could not run on {host}: "
-                                    f"{run.error_type}: {run.error}",
+        return [errored(MESH, f"the mesh could not run on {host}: "
+                              f"{run.error_type}: {run.error}",
                         f"Check that {run.address} can be bound on this node and "
                         "that the cluster store is still reachable.", Category.CONNECTION,
                         address=run.address, error=run.error)]
@@ -90,20 +90,20 @@ def mesh_result(outcome: Any) -> CheckResult:
                f"({first.address}) on all ports NCCL uses (it picks ephemeral ports): check "
                "iptables/nftables, security groups and routes on both nodes; or set "
                "NCCL_SOCKET_IFNAME to an interface on a network all nodes share.")
-        return failed("net.mesh", f"{outcome.me.host} cannot open connections to "
-                                  f"{len(outcome.failures)} node(s): {text}", fix,
+        return failed(MESH, f"{outcome.me.host} cannot open connections to "
+                            f"{len(outcome.failures)} node(s): {text}", fix,
                       Category.CONNECTION, **details)
     if outcome.missing:
-        return warned("net.mesh", f"node leader rank(s) {outcome.missing} never published a "
-                                  "mesh endpoint: their links were not tested",
+        return warned(MESH, f"node leader rank(s) {outcome.missing} never published a "
+                            "mesh endpoint: their links were not tested",
                       "See the cluster.* checks for ranks that did not report; rerun with a "
                       "larger --timeout.", Category.TIMEOUT, **details)
     count = len(outcome.attempts)
     if count == 0 and len(outcome.leaders) <= 1:
-        return passed("net.mesh", f"single node ({outcome.me.host}): no node-to-node links to "
-                                  "test", **details)
-    return passed("net.mesh", f"{outcome.me.host} reached {count} node(s) on their NCCL "
-                              f"interfaces ({details['plan']})", **details)
+        return passed(MESH, f"single node ({outcome.me.host}): no node-to-node links to "
+                            "test", **details)
+    return passed(MESH, f"{outcome.me.host} reached {count} node(s) on their NCCL "
+                        f"interfaces ({details['plan']})", **details)
 
 
 def consistency(outcome: Any, rank: int) -> list[CheckResult]:
@@ -123,21 +123,24 @@ def consistency(outcome: Any, rank: int) -> list[CheckResult]:
         problems.append("MTUs differ: " + ", ".join(
             f"{endpoints[r].host}={m}" for r, m in sorted(mtus.items())))
     if problems:
-        return [warned("net.consistency", "; ".join(problems),
+        return [warned(CONSISTENCY, "; ".join(problems),
                        "Give every node the same NCCL_SOCKET_IFNAME (exact: =name) and the same "
                        "MTU on that network (`ip link set <if> mtu <n>`, switch config).",
                        IFACE, **details)]
     only = next(iter(names.values()))
-    return [passed("net.consistency", f"all {len(endpoints)} nodes use {only} with MTU "
-                                      f"{next(iter(mtus.values()))}", **details)]
+    return [passed(CONSISTENCY, f"all {len(endpoints)} nodes use {only} with MTU "
+                                f"{next(iter(mtus.values()))}", **details)]
 
 
-CHECKS: tuple[CheckSpec, ...] = (
-    CheckSpec("net.mesh", "Every node reaches every other on NCCL's interface",
-              (Category.CONNECTION, Category.TIMEOUT),
-              fails_when="a node cannot open a TCP connection to another node's NCCL address",
-              warns_when="a node leader never published its endpoint",
-              doc="Cluster mode only; errors when the mesh itself cannot run."),
-    CheckSpec("net.consistency", "Nodes agree on NCCL's interface name and MTU", (IFACE,),
-              warns_when="the nodes' NCCL interface names or MTUs differ"),
-)
+MESH = CheckSpec(
+    "net.mesh", "Every node reaches every other on NCCL's interface",
+    (Category.CONNECTION, Category.TIMEOUT),
+    fails_when="a node cannot open a TCP connection to another node's NCCL address",
+    warns_when="a node leader never published its endpoint",
+    doc="Cluster mode only; errors when the mesh itself cannot run.")
+CONSISTENCY = CheckSpec(
+    "net.consistency", "Nodes agree on NCCL's interface name and MTU", (IFACE,),
+    warns_when="the nodes' NCCL interface names or MTUs differ")
+
+
+CHECKS: tuple[CheckSpec, ...] = (MESH, CONSISTENCY)
