@@ -1,6 +1,7 @@
 """How often `ncclcheck explain` names the right root cause on real logs from the world.
 
     python benchmarks/explain_accuracy.py [--split dev|test|all] [--show-misses] [--smoke]
+                                          [--learning-curve] [--nested]
 
 Reads tests/data/logs/world/index.toml: logs copied verbatim from public issue threads and Q&A
 pages, each labelled with the category the thread established, split by thread into dev (for
@@ -10,6 +11,12 @@ on clean logs (a finding with a category on a log whose run was healthy), the co
 between categories, and, apart, the project's own corpus (tests/data/logs/index.toml).
 Next to explain's figures: the accuracy of a blind reading (world/blind_reading.toml, the
 category a reader gave each log from the log alone), i.e. how much the logs themselves show.
+Three readers are scored on every log: the signatures alone, the text model alone (its most
+likely failure category, never abstaining) and both (what explain answers), each top-1 and
+top-3 (top-3: the label is among explain's hypotheses, or the model's three likeliest).
+``--learning-curve`` retrains the model on growing shares of dev's threads and scores each on
+test (is data or features the lever?); ``--nested`` trains on one half of dev's threads and
+scores the other (explain_crossval.py's halves). Both need scikit-learn (the test extra).
 ``--smoke`` scores every SMOKE_STRIDE-th log of each index only (a fixed subset, seconds), so
 the test suite can run this script's whole code path; its figures are not the accuracy.
 """
@@ -21,12 +28,14 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
-from ncclcheck.explain.engine import explain
+from ncclcheck.explain.engine import SHIPPED, explain
+from ncclcheck.explain.textmodel import TextModel, load_model
 
 LOGS = Path(__file__).resolve().parents[1] / "tests" / "data" / "logs"
 WORLD = LOGS / "world"
@@ -42,11 +51,52 @@ def load(index: Path) -> list[dict]:
     return tomllib.loads(index.read_text("utf-8"))["log"]
 
 
-def predicted(path: Path) -> tuple[str, list[str]]:
+def predicted(path: Path, model: TextModel | None | str = SHIPPED) -> tuple[str, list[str]]:
     """The root cause's category ("" when nothing was found) and every finding's category."""
-    findings = explain([str(path)]).to_dict()["findings"]
+    findings = explain([str(path)], model).to_dict()["findings"]
     categories = [f["category"] for f in findings if f["category"]]
     return (findings[0]["category"] or "") if findings else "", categories
+
+
+def readers(path: Path, model: TextModel | None | str = SHIPPED) -> dict[str, list[str]]:
+    """Per reader, its categories most likely first: ``signatures`` (root cause only),
+    ``model`` (the model's likeliest failure categories) and ``both`` (explain's hypotheses)."""
+    reader = load_model() if isinstance(model, str) else model
+    alone = explain([str(path)], None)
+    both = explain([str(path)], reader)
+    out = {"signatures": [alone.findings[0].signature.category.value] if alone.findings else [],
+           "both": [h.category for h in both.hypotheses]
+           or ([both.findings[0].signature.category.value] if both.findings else []),
+           "model": []}
+    if reader is not None and alone.text is not None:
+        out["model"] = [c for c, _ in reader.read(alone.text).failing()]
+    return out
+
+
+def reader_scores(entries: list[dict], folder: Path,
+                  model: TextModel | None | str = SHIPPED) -> dict[str, Counter]:
+    """Top-1 and top-3 per reader over the failing logs, and clean logs read as failing."""
+    out = {name: Counter() for name in ("signatures", "model", "both")}
+    for e in entries:
+        got = readers(folder / e["path"], model)
+        for name, categories in got.items():
+            if not e["category"]:
+                out[name]["alarms"] += bool(categories) and name != "model"
+                out[name]["clean"] += 1
+                continue
+            out[name]["logs"] += 1
+            out[name]["top1"] += categories[:1] == [e["category"]]
+            out[name]["top3"] += e["category"] in categories[:3]
+    return out
+
+
+def report_readers(name: str, scores: dict[str, Counter]) -> None:
+    for reader, c in scores.items():
+        n = c["logs"] or 1
+        alarms = "" if reader == "model" else f"   false alarms {c['alarms']}/{c['clean']}"
+        print(f"{name:<10} {reader:<10} top-1 {c['top1']:>3}/{c['logs']:<3} = "
+              f"{100 * c['top1'] / n:5.1f}%   top-3 {c['top3']:>3}/{c['logs']:<3} = "
+              f"{100 * c['top3'] / n:5.1f}%{alarms}")
 
 
 def readings() -> dict[str, str]:
@@ -116,6 +166,44 @@ def report(name: str, result: dict) -> None:
         print(f"           {count:>3}x  {want:<16} -> {got}")
 
 
+def out_of_fold() -> None:
+    """The model was trained on dev, so its dev figures above are fitted; the training
+    script's out-of-fold reading (each log by a model that never saw its thread) is the honest
+    dev figure."""
+    model = load_model()
+    if model is None or "out_of_fold" not in model.meta:
+        return
+    oof = model.meta["out_of_fold"]
+    n = oof["logs"] or 1
+    print(f"{'':<10} (model and both on dev are fitted; out of fold: model top-1 "
+          f"{oof['model_top1']}/{n} = {100 * oof['model_top1'] / n:.1f}%, top-3 "
+          f"{oof['model_top3']}/{n} = {100 * oof['model_top3'] / n:.1f}%, both top-1 "
+          f"{oof['both']}/{n} = {100 * oof['both'] / n:.1f}%)")
+
+
+def learning_curve(world: list[dict], fractions: tuple[float, ...], seed: int) -> None:
+    """Retrain on a share of dev's threads, score on test (needs scikit-learn)."""
+    from train_explain_model import train  # deferred: scikit-learn, for these figures only
+
+    test = [e for e in world if e["split"] == "test"]
+    for fraction in fractions:
+        model = TextModel.from_dict(train(fraction, seed, quiet=True))
+        scores = reader_scores(test, WORLD, model)
+        report_readers(f"dev {fraction:.0%}", {k: scores[k] for k in ("model", "both")})
+
+
+def nested(seed: int) -> None:
+    """Train on one half of dev's threads, score the other (needs scikit-learn)."""
+    from explain_crossval import dev_halves
+    from train_explain_model import train
+
+    halves = dev_halves()
+    for fit_on, measure_on in (("A", "B"), ("B", "A")):
+        threads = {e["source"] for e in halves[fit_on]}
+        model = TextModel.from_dict(train(1.0, seed, quiet=True, threads=threads))
+        report_readers(f"{fit_on}->{measure_on}", reader_scores(halves[measure_on], WORLD, model))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--split", choices=("dev", "test", "all"), default="all")
@@ -123,6 +211,10 @@ def main() -> None:
                         help="list every miss and false alarm (use on dev only)")
     parser.add_argument("--smoke", action="store_true",
                         help=f"score every {SMOKE_STRIDE}th log only (a quick run of the code)")
+    parser.add_argument("--learning-curve", action="store_true",
+                        help="retrain on 25/50/75/100%% of dev's threads, score each on test")
+    parser.add_argument("--nested", action="store_true",
+                        help="train on half of dev's threads, score the other half")
     args = parser.parse_args()
     world = load(WORLD / "index.toml")
     if args.smoke:
@@ -134,12 +226,19 @@ def main() -> None:
             entries = smoke_subset(entries)
         report(f"world/{split}", score(entries, WORLD, args.show_misses and split == "dev",
                                        readings()))
+        report_readers(f"world/{split}", reader_scores(entries, WORLD))
+        if split == "dev":
+            out_of_fold()
     own = load(LOGS / "index.toml")
     if args.smoke:
         own = smoke_subset(own)
     for e in own:
         e["category"] = e["category"] if e["root"] else ""
     report("own corpus", score(own, LOGS, False))
+    if args.learning_curve:
+        learning_curve(world, (0.25, 0.5, 0.75, 1.0), 0)
+    if args.nested:
+        nested(0)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ CUE_FAMILIES = {
     "version_mismatch": "ERROR trainer: libfoo.so: undefined symbol bar_v2",
     "timeout": "ERROR trainer: watchdog fired after 600 s in all_reduce",
     "rank_mismatch": "ERROR trainer: launcher set WORLD_SIZE 8 for 4 workers",
-    "rank_crashed": "ERROR trainer: worker 3 went away on SIGBUS",
+    "rank_crashed": "ERROR trainer: worker 3 went away on SIGSEGV",
     "duplicate_gpu": "ERROR trainer: ranks 0 and 1 share the same GPU",
     "configuration": "ERROR trainer: NCCL_ALGO=Foo is an invalid value",
     "interface": "ERROR trainer: SOCKET_IFNAME ib9 names nothing here",

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from ncclcheck.explain.catalogue import inferred_signatures, line_signatures, signature
+from ncclcheck.explain.catalogue import by_rule, inferred_signatures, line_signatures, signature
 from ncclcheck.explain.engine import explain
 from ncclcheck.explain.render import render
+from ncclcheck.explain.signals import SIGNAL_RULES
 
 GENERIC = [
     "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1269, unhandled system error, NCCL version 2.18.5",
@@ -80,7 +81,8 @@ def test_inferred_signatures_are_kept_out_of_line_matching():
                                                         "nccl.ib_on_some_nodes",
                                                         "nccltests.ranks_alone",
                                                         "nccl.ib_without_verbs",
-                                                        "lightning.local_ranks_repeat"}
+                                                        "lightning.local_ranks_repeat",
+                                                        *(by_rule(rule).id for rule in SIGNAL_RULES)}
     assert {s.id for s in inferred_signatures()
             if s.explains and "generic" not in s.explains} == set(EXPLAINED)
     assert not inferred & {s.id for s in line_signatures()}

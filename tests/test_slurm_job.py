@@ -77,7 +77,19 @@ def test_on_fail_drain_drains_nothing_when_nothing_fails(slurm_cluster, tmp_path
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["context"]["drain"]["actions"] == []
     assert "nothing drained" in done.stderr
-    assert slurm_cluster.node_state() == "idle"
+    assert settled_state(slurm_cluster) == "idle"
+
+
+def settled_state(slurm, wait_s: float = 30) -> str:
+    """The node's state once the job's completion is over: right after srun returns the node
+    may still be COMPLETING for a moment (its epilog running), which is neither drained nor
+    idle yet."""
+    deadline = time.monotonic() + wait_s
+    state = slurm.node_state()
+    while state == "completing" and time.monotonic() < deadline:
+        time.sleep(0.2)
+        state = slurm.node_state()
+    return state
 
 
 def resume(slurm) -> None:

@@ -18,11 +18,14 @@ from ncclcheck.explain.gate import Gate
 from ncclcheck.explain.infer import add_inferred
 from ncclcheck.explain.lines import LineInfo, parse_line, stamp_in
 from ncclcheck.explain.matcher import Matcher
+from ncclcheck.explain.model_reading import Hypothesis, add_model_reading, hypotheses
 from ncclcheck.explain.reader import InputError, Source, sources
 from ncclcheck.explain.prefilter import ENGINE_VARIABLE, LiteralIndex, build_index
 from ncclcheck.explain.reflow import unwrap
 from ncclcheck.explain.scan import TOKENS, Candidate, Scanner
+from ncclcheck.explain.signals import add_signal_cause
 from ncclcheck.explain.summary import NcclSummary
+from ncclcheck.explain.textmodel import LogText, TextModel, load_model
 from ncclcheck.redact import redact_value_tree
 
 # torchrun's failure report puts time, host and rank on the lines before "exitcode".
@@ -41,6 +44,8 @@ class Explanation:
     nccl: dict[str, Any] | None
     files: list[str] = field(default_factory=list)
     lines: int = 0
+    text: LogText | None = None          # the lines the text model read
+    hypotheses: list[Hypothesis] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
@@ -51,6 +56,7 @@ class Explanation:
         """The explanation as data, secrets masked (every renderer reads this)."""
         return redact_value_tree({
             "findings": [f.to_dict() for f in self.findings],
+            "hypotheses": [h.to_dict() for h in self.hypotheses],
             "nccl": self.nccl,
             "files": self.files,
         })
@@ -67,9 +73,13 @@ def _index(engine: str) -> LiteralIndex:
     return build_index(literals, engine or None, tokens=TOKENS)
 
 
-def explain(paths: list[str]) -> Explanation:
-    """Explain the logs at ``paths`` (files, directories, "-" or nothing for stdin)."""
-    return explain_sources(sources(paths))
+SHIPPED = "shipped"  # explain's default model: the one in the package
+
+
+def explain(paths: list[str], model: TextModel | None | str = SHIPPED) -> Explanation:
+    """Explain the logs at ``paths`` (files, directories, "-" or nothing for stdin); ``model``
+    None reads with the signatures alone."""
+    return explain_sources(sources(paths), model)
 
 
 @lru_cache(maxsize=4)
@@ -82,7 +92,7 @@ def _gate(engine: str) -> Gate | None:
     return Gate(line_signatures(), index.literals)  # type: ignore[attr-defined]
 
 
-def explain_sources(items: list[Source]) -> Explanation:
+def explain_sources(items: list[Source], model: TextModel | None | str = SHIPPED) -> Explanation:
     engine = os.environ.get(ENGINE_VARIABLE) or ""
     scanner = Scanner(literal_index(), gate=_gate(engine))
     matcher = Matcher(line_signatures())
@@ -90,26 +100,32 @@ def explain_sources(items: list[Source]) -> Explanation:
     hits = Findings()
     context = LogContext()
     cues = ErrorCues()
+    text = LogText()
     for source in items:
         stream = source.open()
         try:
             lines, physical = unwrap(stream)
             _scan_one(source.name, scanner, lines, matcher, summary, hits, physical, context,
-                      cues)
+                      cues, text)
         except (OSError, EOFError, zlib.error) as exc:  # truncated gzip, I/O error mid-read
             raise InputError(f"cannot read {source.name}: {exc}") from None
         finally:
             if source.path is not None:
                 stream.close()
     add_inferred(hits, context, summary.settings)
-    add_fallback(hits, cues)
-    return Explanation(hits.ranked(summary.settings), summary.to_dict(),
-                       [s.name for s in items])
+    add_signal_cause(hits, text)
+    reader = load_model() if isinstance(model, str) else model
+    reading = reader.read(text) if isinstance(reader, TextModel) else None
+    if not add_model_reading(hits, reading):
+        add_fallback(hits, cues)
+    findings = hits.ranked(summary.settings)
+    return Explanation(findings, summary.to_dict(), [s.name for s in items], text=text,
+                       hypotheses=hypotheses(findings, reading, reader))
 
 
 def _scan_one(name: str, scanner: Scanner, stream: BinaryIO, matcher: Matcher,
               summary: NcclSummary, hits: Findings, physical: Callable[[int], int],
-              context: LogContext, cues: ErrorCues) -> None:
+              context: LogContext, cues: ErrorCues, text: LogText) -> None:
     year: int | None = None
     above: str | None = None  # the message of the candidate line before, for continuations
     named = _RANK_FILE.search(os.path.basename(name))
@@ -124,6 +140,8 @@ def _scan_one(name: str, scanner: Scanner, stream: BinaryIO, matcher: Matcher,
             context.feed(name, physical(cand.number), cand.text, info.message, info.host)
         if cand.error or cand.gated or cand.info:
             cues.feed(name, physical(cand.number), cand.text, info.message)
+        if cand.error or cand.gated or cand.info or cand.context:
+            text.feed(name, physical(cand.number), cand.text, info.message)
         if not cand.gated:
             continue
         matched = matcher.match(info.message)
@@ -136,6 +154,8 @@ def _scan_one(name: str, scanner: Scanner, stream: BinaryIO, matcher: Matcher,
         _add_context(sig, facts, info, cand)
         hits.add(Hit(sig, facts, name, physical(cand.number), excerpt(cand.text, sig),
                      _rank(info, facts, file_rank), _host(info, facts), info.time, hits.hits))
+    for number, line in scanner.edges():  # how the file began and ended, for the text model
+        text.feed(name, physical(number), line, parse_line(line).message)
 
 
 def _add_context(sig: Signature, facts: dict[str, Any], info: LineInfo, cand: Candidate) -> None:

@@ -34,13 +34,13 @@ def derived_facts(facts: Mapping[str, Any]) -> dict[str, Any]:
         out["needed_world_size"] = out["rank"] + 1
     sig = out.get("signal")
     if isinstance(sig, int) and "signal_name" not in out:
-        out["signal_name"] = _signal_name(sig)
+        out["signal_name"] = signal_name(sig)
     exitcode = out.get("exitcode")
     if isinstance(exitcode, int) and exitcode < 0 and "signal_name" not in out:
         out["signal"] = -exitcode
-        out["signal_name"] = _signal_name(-exitcode)
+        out["signal_name"] = signal_name(-exitcode)
     if isinstance(exitcode, int) and exitcode > 128 and "signal_name" not in out:
-        out["signal_name"] = _signal_name(exitcode - 128)
+        out["signal_name"] = signal_name(exitcode - 128)
     busid = out.get("busid")
     if busid is not None and "pci_bus_id" not in out:
         out["pci_bus_id"] = pci_bus_id(str(busid))
@@ -57,7 +57,8 @@ def pci_bus_id(hex_text: str) -> str:
     return f"{digits[:-5][-4:].rjust(4, '0')}:{digits[-5:-3]}:{digits[-3:-1]}.{digits[-1]}"
 
 
-def _signal_name(number: int) -> str:
+def signal_name(number: int) -> str:
+    """SIGKILL for 9; 'signal N' for a number this platform does not name."""
     try:
         return _signal.Signals(number).name
     except ValueError:

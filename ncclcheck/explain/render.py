@@ -55,6 +55,19 @@ def _wrap(text: str, indent: str) -> list[str]:
                          subsequent_indent=" " * len(indent)) or [indent]
 
 
+def _hypothesis_lines(data: dict[str, Any]) -> list[str]:
+    """The ranked candidates, one line each with its evidence's first line (table)."""
+    hyps = data.get("hypotheses") or []
+    if len(hyps) < 2:
+        return []
+    out = ["", "Most likely categories (root cause first; a model's reading is marked model):"]
+    for n, h in enumerate(hyps, 1):
+        out.append(f"  {n}. {h['category']:<16} {h['confidence']:>5.0%}  {h['source']}")
+        for e in h["evidence"][:2]:
+            out += _wrap(f"{e['file']}:{e['line']}: {e['text'].strip()[:160]}", "        ")
+    return out
+
+
 def render_table(data: dict[str, Any]) -> str:
     findings = data["findings"]
     out = [f"ncclcheck explain — {len(data['files'])} log(s)"]
@@ -82,6 +95,7 @@ def render_table(data: dict[str, Any]) -> str:
                 out.append(f" {mark} {f['count']:>4}x  {f['id']:<32} {f['category']:<15} "
                            f"{f['file']}:{f['line']}" + (f"  {where}" if where else ""))
                 out += _wrap(f["fix"], "          fix: ")
+        out += _hypothesis_lines(data)
     if data["nccl"]:
         out += ["", "What NCCL said:"] + ["  " + line for line in summary_lines(data["nccl"])]
     return "\n".join(out)
@@ -109,6 +123,16 @@ def render_markdown(data: dict[str, Any]) -> str:
                 cell = f["fix"].replace("|", "\\|")
                 where = f"{f['file']}:{f['line']} {_others(f) or _where(f)}".strip()
                 out.append(f"| {f['count']} | `{f['id']}` | {f['category']} | {where} | {cell} |")
+        hyps = data.get("hypotheses") or []
+        if len(hyps) > 1:
+            out += ["", "## Most likely categories", "", "| # | category | confidence | source | "
+                    "evidence |", "|---:|---|---:|---|---|"]
+            for n, h in enumerate(hyps, 1):
+                first = h["evidence"][0] if h["evidence"] else None
+                cell = (f"`{first['file']}:{first['line']}` "
+                        f"{first['text'].strip()[:120]}".replace("|", "\\|")) if first else ""
+                out.append(f"| {n} | {h['category']} | {h['confidence']:.0%} | {h['source']} | "
+                           f"{cell} |")
     if data["nccl"]:
         out += ["", "## What NCCL said", ""] + [f"- {line}" for line in summary_lines(data["nccl"])]
     return "\n".join(out)

@@ -32,6 +32,8 @@ TOKENS = INFO_TOKENS + CONTEXT_TOKENS + ERROR_TOKENS  # whatever makes a line wo
 LAST_ERROR = b"Last error:"
 NEXT = 4                   # the line was taken because the one above goes on
 OVERLAP = 1024             # bytes kept across a cut inside one huge line (longer than a literal)
+HEAD_LINES = 60            # a file's first lines, kept for the text model (the launch, settings)
+TAIL_LINES = 200           # a file's last lines, kept for the text model (how it ended)
 
 
 @dataclass
@@ -59,6 +61,41 @@ class Scanner:
         self._noisy: frozenset[int] = frozenset()  # literals common in this file so far
         self._context_left = MAX_CONTEXT_LINES
         self._error_left = MAX_ERROR_LINES
+        self._head: list[tuple[int, bytes]] = []
+        self._tail: list[tuple[int, bytes]] = []
+
+    def edges(self) -> list[tuple[int, str]]:
+        """The first HEAD_LINES and last TAIL_LINES lines of the stream last read (all of a
+        short file), numbered: where a failed run's log says how it started and how it ended,
+        in whatever words, for the text model."""
+        seen, out = set(), []
+        for number, raw in self._head + self._tail:
+            if number not in seen:
+                seen.add(number)
+                out.append((number, raw[:MAX_LINE].decode("utf-8", "replace").rstrip("\r")))
+        return out
+
+    def _keep_edges(self, body: bytes, line_base: int) -> None:
+        if len(self._head) < HEAD_LINES:
+            pos, number = 0, line_base
+            while len(self._head) < HEAD_LINES and pos < len(body):
+                end = body.find(b"\n", pos)
+                end = len(body) if end < 0 else end
+                self._head.append((number, body[pos:min(end, pos + MAX_LINE)]))
+                pos, number = end + 1, number + 1
+        last: list[tuple[int, int]] = []  # (start, end) of the block's last lines, backwards
+        end = len(body) - 1 if body.endswith(b"\n") else len(body)
+        while len(last) < TAIL_LINES and end > 0:
+            start = body.rfind(b"\n", 0, end) + 1
+            last.append((start, end))
+            end = start - 1
+        if not last:
+            return
+        lines_in_body = body.count(b"\n") + (0 if body.endswith(b"\n") else 1)
+        first_number = line_base + lines_in_body - len(last)
+        block_tail = [(first_number + i, body[a:min(b, a + MAX_LINE)])
+                      for i, (a, b) in enumerate(reversed(last))]
+        self._tail = (self._tail + block_tail)[-TAIL_LINES:]
 
     def lines(self, stream: BinaryIO,
               year_known: Callable[[], bool] = lambda: False) -> Iterator[Candidate]:
@@ -71,6 +108,7 @@ class Scanner:
         info_left = MAX_INFO_LINES
         self._context_left = MAX_CONTEXT_LINES
         self._error_left = MAX_ERROR_LINES
+        self._head, self._tail = [], []
         pending_next = False   # the previous block ended on "Last error:"
         while True:
             data = stream.read(self.block)
@@ -95,6 +133,7 @@ class Scanner:
                     continue
                 body, carry = buf[:cut + 1], buf[cut + 1:]
             cands, pending_next, info_left = self._block(body, line_base, pending_next, info_left)
+            self._keep_edges(body, line_base)
             yield from cands
             line_base += body.count(b"\n")
             if final:

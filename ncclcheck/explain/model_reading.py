@@ -1,0 +1,152 @@
+"""Where the text model's reading enters explain: a finding when no signature recognised
+anything, and the ranked hypotheses (root cause first, then the model's next likeliest).
+
+The model reads a log only where the signatures found nothing (the keyword guess of
+fallback.py aside): a failure, a consequence or a warning a signature recognised keeps its
+place, since letting the model replace those lost more logs than it won on dev, read out of
+fold. A confident reading (top class a failure, at or above the threshold chosen on dev, in a
+log with a failure line) becomes the root cause as ``model.<category>``, marked as a model's
+reading, with the lines that weighed most. Everywhere else the model still ranks the
+alternatives to the root cause (``hypotheses``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from ncclcheck.explain.catalogue import SPECIFIC, Signature
+from ncclcheck.explain.cues import GENERAL_FIX
+from ncclcheck.explain.fallback import PREFIX as FALLBACK_PREFIX
+from ncclcheck.explain.findings import Finding, Findings, Hit
+from ncclcheck.explain.textmodel import EvidenceLine, Reading, TextModel
+from ncclcheck.model import Category
+
+PREFIX = "model."
+PRIORITY = 38        # above the keyword fallback (37): the model reads every line, not one word
+MAX_HYPOTHESES = 3
+MAX_EVIDENCE = 3
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    """One candidate category for the run's failure, with where the evidence is."""
+
+    category: str
+    confidence: float
+    source: str  # "signature", "rule" or "model"
+    evidence: tuple[EvidenceLine, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"category": self.category, "confidence": round(self.confidence, 3),
+                "source": self.source, "evidence": [e.to_dict() for e in self.evidence]}
+
+
+def decisive(finding: Finding | None) -> bool:
+    """Whether a root cause leaves nothing for the model to say."""
+    if finding is None or finding.tier != 0:
+        return False
+    sig = finding.signature
+    return (sig.claim_level == SPECIFIC and not sig.generic
+            and not sig.id.startswith((FALLBACK_PREFIX, PREFIX)))
+
+
+def leaves_open(root: Finding | None) -> bool:
+    """Whether the signatures leave the log to the model's reading: they found nothing (the
+    keyword guess aside). A consequence or a warning a signature recognised stays: it names
+    what the log shows, with its own text and fix, where a model that replaced it was no better
+    on dev read out of fold."""
+    return root is None or root.signature.id.startswith(FALLBACK_PREFIX)
+
+
+@lru_cache(maxsize=None)
+def model_signature(category: Category) -> Signature:
+    """The finding a model's reading for ``category`` reads as."""
+    return Signature(
+        id=PREFIX + category.value, category=category,
+        title=f"A model's reading: {category.value}",
+        meaning=(f"No known failure message decides this log. A text model trained on public "
+                 f"failure logs reads it as {category.value} (probability {{probability}}); the "
+                 f"lines that weighed most are listed with it (line {{line}} first). This is a "
+                 f"statistical reading, not a recognised message: read those lines to confirm."),
+        fix=GENERAL_FIX[category], patterns=(), literals=(), example="",
+        priority=PRIORITY, inferred=True)
+
+
+def add_model_reading(hits: Findings, reading: Reading | None) -> bool:
+    """Add the model's finding when the signatures leave the log open and the reading is
+    confident; True when it was added (the keyword fallback then stays out)."""
+    if reading is None:
+        return False
+    ranked = hits.ranked()
+    root = ranked[0] if ranked else None
+    if not leaves_open(root):
+        return False
+    category = reading.confident()
+    if category is None:
+        return False
+    if root is not None and root.signature.category.value == category:
+        return False  # a signature already says so, with its own text and fix
+    lines = reading.evidence.get(category, ())
+    if not lines:
+        return False
+    first = lines[0]
+    probability = dict(reading.probabilities)[category]
+    facts = {"probability": round(probability, 2), "line": first.line,
+             "evidence": [e.to_dict() for e in lines]}
+    sig = model_signature(Category(category))
+    hits.add(Hit(sig, facts, first.file, first.line, first.text, None, None, None, hits.hits,
+                 inferred_from={"file": first.file, "line": first.line, "text": first.text}))
+    hits.promoted = sig.id
+    return True
+
+
+def source_of(sig: Signature) -> str:
+    if sig.id.startswith(PREFIX):
+        return "model"
+    return "rule" if sig.inferred else "signature"
+
+
+def _root_confidence(root: Finding, reading: Reading | None, model: TextModel | None) -> float:
+    sig = root.signature
+    if sig.id.startswith(PREFIX) and reading is not None:
+        return dict(reading.probabilities).get(sig.category.value, 0.0)
+    kind = "decisive" if decisive(root) else "other"
+    if model is not None and kind in model.signature_precision:
+        return model.signature_precision[kind]
+    return 0.5
+
+
+def hypotheses(findings: list[Finding], reading: Reading | None,
+               model: TextModel | None) -> list[Hypothesis]:
+    """Up to three categories, most likely first; the root cause's category leads. None when
+    nothing was found (a clean log has no hypothesis)."""
+    if not findings:
+        return []
+    root = findings[0]
+    lead = root.signature.category.value
+    confidence = _root_confidence(root, reading, model)
+    hit = root.first
+    out = [Hypothesis(lead, confidence, source_of(root.signature),
+                      (EvidenceLine(hit.file, hit.line, hit.text[:300], 1.0),))]
+    rest = 1.0 - confidence
+    if reading is not None:
+        others = [(c, p) for c, p in reading.failing() if c != lead]
+        mass = sum(p for _, p in others) or 1.0
+        for category, p in others[:MAX_HYPOTHESES - 1]:
+            out.append(Hypothesis(category, rest * p / mass, "model",
+                                  reading.evidence.get(category, ())[:MAX_EVIDENCE]))
+        return out
+    seen = {lead}
+    for finding in findings[1:]:
+        category = finding.signature.category.value
+        if category in seen or finding.signature.warning:
+            continue
+        seen.add(category)
+        hit = finding.first
+        out.append(Hypothesis(category, rest / 2, source_of(finding.signature),
+                              (EvidenceLine(hit.file, hit.line, hit.text[:300], 1.0),)))
+        if len(out) == MAX_HYPOTHESES:
+            break
+    return out

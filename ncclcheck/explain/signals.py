@@ -1,0 +1,161 @@
+"""How a process died, whatever printed it: signals and exit codes read with their context.
+
+A rank that dies from a signal leaves the same fact in many wordings: torchrun's
+``exitcode: -9`` and ``Signal 9 (SIGKILL) received``, a shell's ``Killed`` and exit status
+137, a container's ``OOMKilled``, MPI's ``exited on signal 9``, Python's ``Signals.SIGKILL``.
+Read in any of those (a negative exit code is a signal, an exit status above 128 is 128 plus
+one), the signal says more than "a rank crashed" to whoever knows what sends it: the kernel's
+OOM killer and a container's memory limit send SIGKILL; a bus error in a container is almost
+always a full ``/dev/shm``. When the signatures leave the failure unexplained (nothing found,
+only consequences, or a crash that names no reason) and a rank died from one of those, the
+cause is inferred from the signal and the lines around it: SIGKILL reads as the host's memory
+only where the log speaks of memory (an OOM-killer line, usage figures), since a person or a
+scheduler sends it too; a CUDA out-of-memory or another cause named in the log wins.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+from ncclcheck.explain.catalogue import Signature, by_rule
+from ncclcheck.explain.facts import signal_name
+from ncclcheck.explain.findings import Finding, Findings, Hit
+from ncclcheck.explain.normalize import strip_prefix
+from ncclcheck.explain.textmodel import LogText
+from ncclcheck.model import Category
+
+SIGKILL, SIGBUS = 9, 7
+# A signal by name, by number after a word that introduces one, or as a negative exit code
+# (Python's and torchrun's convention) or an exit status above 128 (the shell's and
+# containers').
+_BY_NAME = re.compile(r"\bSIG(?P<name>HUP|INT|QUIT|ILL|ABRT|BUS|FPE|KILL|SEGV|PIPE|TERM)\b")
+_BY_NUMBER = re.compile(r"\b(?:signal|Signal|SIGNAL)[:\s]+(?P<number>\d{1,2})\b")
+_NEGATIVE_EXIT = re.compile(r"\bexit(?:[ _]?code|[ _]status)?\s*[:=]?\s*\(?\s*-(?P<number>\d{1,2})\b",
+                            re.I)
+_STATUS = re.compile(r"\b(?:exit(?:ed)?(?: with)?(?:[ _]?code|[ _]status)|return code|"
+                     r"exitCode)\s*[:=]?\s*(?P<status>1[3-5]\d)\b", re.I)
+_WORDS = ((re.compile(r"^(?:\S+:\s*)?Killed\b|\bKilling subprocess\b|\bOOMKilled\b"), SIGKILL),
+          (re.compile(r"\bBus error\b"), SIGBUS))
+# What else the log says about memory: the OOM killer, a container limit, a GPU that ran out.
+_OOM_KILLER = re.compile(r"oom[-_ ]?kill|Out of memory: Kill|Memory cgroup out of memory|"
+                         r"OOMKilled|invoked oom-killer|exceeded (?:its )?memory limit", re.I)
+_GPU_OOM = re.compile(r"CUDA out of memory|cudaErrorMemoryAllocation|out of memory on device",
+                      re.I)
+_SHM = re.compile(r"/dev/shm|shared memory|\bshm\b", re.I)
+_MEMORY = re.compile(r"\bmemory\b|\bRSS\b|\bOOM\b|MemoryError|\bswap\b|\bmem(?:ory)?[ _]usage|"
+                     r"\b\d+(?:\.\d+)?\s?[GM]i?B\b", re.I)
+# Root causes that say what happened, not why: a signal may say why.
+# (A timeout is left alone: a launcher may SIGKILL the ranks of a hung job.)
+_UNSPECIFIC = frozenset({Category.RANK_CRASHED, Category.OTHER})
+
+
+@dataclass(frozen=True)
+class Death:
+    """A process that died from a signal, where it was read, and what the log says around it."""
+
+    signal: int
+    file: str
+    line: int
+    text: str
+    oom_killer: bool = False
+    gpu_oom: bool = False
+    shm: bool = False
+    memory: bool = False  # the log speaks of host memory (usage figures, RSS, OOM, swap)
+
+
+def signal_of(message: str) -> int | None:
+    """The signal a line says a process died from, in any of the common wordings."""
+    named = _BY_NAME.search(message)
+    if named:
+        return _NUMBERS.get(named.group("name"))
+    for pattern in (_BY_NUMBER, _NEGATIVE_EXIT):
+        found = pattern.search(message)
+        if found:
+            return int(found.group("number"))
+    status = _STATUS.search(message)
+    if status:
+        return int(status.group("status")) - 128
+    for pattern, number in _WORDS:
+        if pattern.search(message):
+            return number
+    return None
+
+
+_NUMBERS = {"HUP": 1, "INT": 2, "QUIT": 3, "ILL": 4, "ABRT": 6, "BUS": 7, "FPE": 8, "KILL": 9,
+            "SEGV": 11, "PIPE": 13, "TERM": 15}
+
+
+def deaths(text: LogText) -> list[Death]:
+    """Every signal death the log's kept lines show, each with the memory context of the run."""
+    oom_killer = gpu_oom = shm = memory = False
+    found: list[tuple[int, str, int, str]] = []
+    for file, number, line, _ in text.lines:
+        message = strip_prefix(line)
+        oom_killer = oom_killer or bool(_OOM_KILLER.search(message))
+        gpu_oom = gpu_oom or bool(_GPU_OOM.search(message))
+        shm = shm or bool(_SHM.search(message))
+        memory = memory or bool(_MEMORY.search(message))
+        sig = signal_of(message)
+        if sig is not None:
+            found.append((sig, file, number, line))
+    return [Death(sig, file, number, line, oom_killer, gpu_oom, shm, memory)
+            for sig, file, number, line in found]
+
+
+def _killed(deaths_: list[Death]) -> Death | None:
+    """A rank killed with SIGKILL in a log that speaks of host memory (the OOM killer, usage
+    figures) while no GPU ran out of it. A bare SIGKILL stays a crash: a person or a scheduler
+    sends it too (the model's reading may still rank out_of_memory among the hypotheses)."""
+    for death in deaths_:
+        if death.signal == SIGKILL and not death.gpu_oom and (death.oom_killer or death.memory):
+            return death
+    return None
+
+
+def _bus_error(deaths_: list[Death]) -> Death | None:
+    for death in deaths_:
+        if death.signal == SIGBUS:
+            return death
+    return None
+
+
+# Each rule is named by the inferred signature that declares ``rule = "<name>"``.
+SIGNAL_RULES: dict[str, Callable[[list[Death]], Death | None]] = {
+    "killed_by_sigkill": _killed,
+    "bus_error": _bus_error,
+}
+
+
+def leaves_unexplained(root: Finding | None) -> bool:
+    """Whether the root cause says what happened but not why (or there is none)."""
+    if root is None or root.tier != 0:
+        return True
+    return root.signature.category in _UNSPECIFIC
+
+
+def add_signal_cause(hits: Findings, text: LogText) -> None:
+    """Add the cause a signal death implies when the signatures leave the failure unexplained."""
+    ranked = hits.ranked()
+    root = ranked[0] if ranked else None
+    if not leaves_unexplained(root):
+        return
+    found = deaths(text)
+    for rule, reads in SIGNAL_RULES.items():
+        death = reads(found)
+        if death is None:
+            continue
+        sig: Signature = by_rule(rule)
+        if root is not None and root.signature.category == sig.category:
+            return
+        facts = {"signal": death.signal, "signal_name": signal_name(death.signal),
+                 "line": death.line,
+                 "context": ("the log shows the OOM killer" if death.oom_killer else
+                             "the log mentions shared memory" if death.shm else
+                             "the log speaks of host memory" if death.memory else "")}
+        hits.add(Hit(sig, facts, death.file, death.line, death.text[:300], None, None, None,
+                     hits.hits, inferred_from={"file": death.file, "line": death.line,
+                                               "text": death.text[:300]}))
+        hits.promoted = sig.id
+        return

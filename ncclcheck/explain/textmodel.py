@@ -1,0 +1,204 @@
+"""The second reader: a linear text model over a log's words, for logs no signature decides.
+
+Signatures recognise the messages someone wrote down; on real logs from threads outside the
+corpus most misses are logs where explain found nothing although the evidence is there, in a
+wording no signature was written for. This reader sees every line the scanner keeps (error
+lines, NCCL INFO lines, launch and setting lines, lines holding a signature's literal), with
+prefixes stripped and volatile tokens masked (normalize.py), as one bag of words and word pairs
+per run, with the taxonomy's cue words (cues.py) marked by the kind of line. Its weights are trained on the world corpus's dev split by
+``scripts/train_explain_model.py`` (scikit-learn's TF-IDF and logistic regression, at training
+time only) and shipped as ``textmodel.json.gz``; reading applies them with the standard library.
+
+The model gives a probability per category (and for "clean"); explain uses its reading only
+when no signature is decisive, and only above the threshold chosen on dev so clean logs stay
+clean (engine.py).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from ncclcheck.explain.fallback import line_cues, line_weight
+from ncclcheck.explain.normalize import normalized, strip_prefix, words
+
+MODEL_FILE = Path(__file__).with_name("textmodel.json.gz")
+CLEAN = ""            # the class of a healthy log
+MAX_LINES = 4000      # distinct lines per run the model reads
+MAX_LINE_CHARS = 2000
+EVIDENCE = 3          # lines shown per category
+EVIDENCE_CLASSES = 5  # the most likely classes whose evidence lines are kept
+
+
+def line_features(line: str, message: str | None = None) -> list[str]:
+    """The model's features of one raw log line: its words and adjacent word pairs; the
+    taxonomy's cue words it holds (cues.py), as ``cue:<category>`` and, by the kind of line,
+    ``cue<E|W|I>:<category>``; on an error line, its words again as ``E:<word>`` (the same
+    word weighs differently in an error than in an INFO line). ``message`` is the line as the
+    log parser left it (a logger's severity, such as glog's ``[W file.cpp:12]``, still on it),
+    which says what kind of line it is."""
+    stripped = strip_prefix(line)
+    tokens = words(stripped)
+    out = tokens + [f"{a} {b}" for a, b in zip(tokens, tokens[1:])]
+    weight = line_weight(message if message is not None else line)
+    kind = "E" if weight >= 2 else "W" if weight >= 1 else "I" if weight > 0 else ""
+    for category in line_cues(stripped):
+        out.append(f"cue:{category.value}")
+        if kind:
+            out.append(f"cue{kind}:{category.value}")
+    if kind == "E":
+        out.extend(f"E:{token}" for token in tokens)
+    return out
+
+
+@dataclass(frozen=True)
+class EvidenceLine:
+    """A line that weighed for a category, and how much."""
+
+    file: str
+    line: int
+    text: str
+    weight: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "line": self.line, "text": self.text}
+
+
+@dataclass
+class LogText:
+    """The distinct lines of a run the model reads, each with its first place and features."""
+
+    lines: list[tuple[str, int, str, tuple[str, ...]]] = field(default_factory=list)
+    failed: bool = False  # a line shows the run failed (an exception, an error, a fatal signal)
+    _seen: set[str] = field(default_factory=set)
+
+    def feed(self, file: str, line: int, text: str, message: str | None = None) -> None:
+        """Keep ``text`` (line ``line`` of ``file``) unless a line of the same words was kept;
+        ``message`` is the line as the log parser left it (see ``line_features``)."""
+        if len(self.lines) >= MAX_LINES:
+            return
+        text = text.strip()[:MAX_LINE_CHARS]
+        key = normalized(text)
+        if not key or key in self._seen:
+            return
+        self._seen.add(key)
+        message = text if message is None else message[:MAX_LINE_CHARS]
+        self.lines.append((file, line, text, tuple(line_features(text, message))))
+        if not self.failed and line_weight(message) >= 2:
+            self.failed = True
+
+    def bag(self) -> set[str]:
+        """Every feature of the run (presence, not counts: one log repeats a line per rank)."""
+        return {feat for *_, feats in self.lines for feat in feats}
+
+
+@dataclass(frozen=True)
+class Reading:
+    """The model's probabilities for one run, most likely first, and its evidence lines."""
+
+    probabilities: tuple[tuple[str, float], ...]
+    evidence: dict[str, tuple[EvidenceLine, ...]]
+    threshold: float
+    failed: bool
+
+    @property
+    def top(self) -> tuple[str, float]:
+        return self.probabilities[0]
+
+    def failing(self) -> list[tuple[str, float]]:
+        """The failure categories, most likely first (the clean class left out)."""
+        return [(c, p) for c, p in self.probabilities if c != CLEAN]
+
+    def confident(self) -> str | None:
+        """The category the model names: its top class, when that is a failure at or above
+        the threshold and a line shows the run failed (a healthy log never gets a reading)."""
+        category, probability = self.top
+        if category == CLEAN or probability < self.threshold or not self.failed:
+            return None
+        return category
+
+
+@dataclass(frozen=True)
+class TextModel:
+    """Weights as trained: per feature its idf and its weight per class (sparse)."""
+
+    classes: tuple[str, ...]
+    bias: tuple[float, ...]
+    idf: dict[str, float]
+    weights: dict[str, tuple[tuple[int, float], ...]]
+    threshold: float
+    signature_precision: dict[str, float]
+    meta: dict[str, Any]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "TextModel":
+        idf, weights = {}, {}
+        for feat, (feat_idf, pairs) in data["features"].items():
+            idf[feat] = float(feat_idf)
+            weights[feat] = tuple((int(c), float(w)) for c, w in pairs)
+        return cls(tuple(data["classes"]), tuple(float(b) for b in data["bias"]), idf, weights,
+                   float(data["threshold"]), dict(data.get("signature_precision", {})),
+                   dict(data.get("meta", {})))
+
+    def scores(self, bag: set[str]) -> list[float]:
+        """The class scores of a bag of features (binary tf x idf, l2-normalised, linear)."""
+        known = [f for f in bag if f in self.idf]
+        norm = math.sqrt(sum(self.idf[f] ** 2 for f in known)) or 1.0
+        scores = list(self.bias)
+        for feat in known:
+            x = self.idf[feat] / norm
+            for c, w in self.weights[feat]:
+                scores[c] += x * w
+        return scores
+
+    def read(self, text: LogText) -> Reading:
+        bag = text.bag()
+        scores = self.scores(bag)
+        top = max(scores)
+        exps = [math.exp(s - top) for s in scores]
+        total = sum(exps)
+        probs = sorted(((self.classes[i], e / total) for i, e in enumerate(exps)),
+                       key=lambda item: -item[1])
+        return Reading(tuple(probs), self._evidence(text, bag, [c for c, _ in probs[:EVIDENCE_CLASSES]]),
+                       self.threshold, text.failed)
+
+    def _evidence(self, text: LogText, bag: set[str],
+                  categories: list[str]) -> dict[str, tuple[EvidenceLine, ...]]:
+        """Per category, the lines whose features weigh most for it (each feature counted on
+        the first line that has it, as the model counts it once)."""
+        known = [f for f in bag if f in self.idf]
+        norm = math.sqrt(sum(self.idf[f] ** 2 for f in known)) or 1.0
+        index = {c: i for i, c in enumerate(self.classes)}
+        out: dict[str, tuple[EvidenceLine, ...]] = {}
+        for category in categories:
+            c = index[category]
+            counted: set[str] = set()
+            scored = []
+            for file, number, line_text, feats in text.lines:
+                weight = 0.0
+                for feat in feats:
+                    if feat in counted or feat not in self.weights:
+                        continue
+                    counted.add(feat)
+                    weight += self.idf[feat] / norm * dict(self.weights[feat]).get(c, 0.0)
+                if weight > 0:
+                    scored.append(EvidenceLine(file, number, line_text[:300], weight))
+            scored.sort(key=lambda e: -e.weight)
+            out[category] = tuple(scored[:EVIDENCE])
+        return out
+
+
+@lru_cache(maxsize=2)
+def load_model(path: str | None = None) -> TextModel | None:
+    """The shipped model (None when its file is absent: explain then reads with signatures
+    alone)."""
+    file = Path(path) if path else MODEL_FILE
+    if not file.exists():
+        return None
+    with gzip.open(file, "rt", encoding="utf-8") as stream:
+        return TextModel.from_dict(json.load(stream))
