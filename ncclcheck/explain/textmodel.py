@@ -19,6 +19,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -32,7 +33,8 @@ CLEAN = ""            # the class of a healthy log
 MAX_LINES = 4000      # distinct lines per run the model reads
 MAX_LINE_CHARS = 2000
 EVIDENCE = 3          # lines shown per category
-EVIDENCE_CLASSES = 5  # the most likely classes whose evidence lines are kept
+EVIDENCE_CLASSES = 5
+_NUMBERS = re.compile(r"[0-9]+")  # the most likely classes whose evidence lines are kept
 
 
 def line_features(line: str, message: str | None = None) -> list[str]:
@@ -76,6 +78,7 @@ class LogText:
     lines: list[tuple[str, int, str, tuple[str, ...]]] = field(default_factory=list)
     failed: bool = False  # a line shows the run failed (an exception, an error, a fatal signal)
     _seen: set[str] = field(default_factory=set)
+    _quick: set[str] = field(default_factory=set)
 
     def feed(self, file: str, line: int, text: str, message: str | None = None) -> None:
         """Keep ``text`` (line ``line`` of ``file``) unless a line of the same words was kept;
@@ -83,6 +86,10 @@ class LogText:
         if len(self.lines) >= MAX_LINES:
             return
         text = text.strip()[:MAX_LINE_CHARS]
+        quick = _NUMBERS.sub("", text)  # the same line again with other numbers: no more work
+        if quick in self._quick:
+            return
+        self._quick.add(quick)
         key = normalized(text)
         if not key or key in self._seen:
             return
@@ -130,7 +137,7 @@ class TextModel:
     classes: tuple[str, ...]
     bias: tuple[float, ...]
     idf: dict[str, float]
-    weights: dict[str, tuple[tuple[int, float], ...]]
+    weights: dict[str, dict[int, float]]
     threshold: float
     signature_precision: dict[str, float]
     meta: dict[str, Any]
@@ -140,20 +147,24 @@ class TextModel:
         idf, weights = {}, {}
         for feat, (feat_idf, pairs) in data["features"].items():
             idf[feat] = float(feat_idf)
-            weights[feat] = tuple((int(c), float(w)) for c, w in pairs)
+            weights[feat] = {int(c): float(w) for c, w in pairs}
         return cls(tuple(data["classes"]), tuple(float(b) for b in data["bias"]), idf, weights,
                    float(data["threshold"]), dict(data.get("signature_precision", {})),
                    dict(data.get("meta", {})))
 
+    def _norm(self, bag: set[str]) -> float:
+        return math.sqrt(sum(self.idf[f] ** 2 for f in bag if f in self.idf)) or 1.0
+
     def scores(self, bag: set[str]) -> list[float]:
         """The class scores of a bag of features (binary tf x idf, l2-normalised, linear)."""
-        known = [f for f in bag if f in self.idf]
-        norm = math.sqrt(sum(self.idf[f] ** 2 for f in known)) or 1.0
+        norm = self._norm(bag)
         scores = list(self.bias)
-        for feat in known:
-            x = self.idf[feat] / norm
-            for c, w in self.weights[feat]:
-                scores[c] += x * w
+        for feat in bag:
+            weights = self.weights.get(feat)
+            if weights:
+                x = self.idf[feat] / norm
+                for c, w in weights.items():
+                    scores[c] += x * w
         return scores
 
     def read(self, text: LogText) -> Reading:
@@ -164,32 +175,34 @@ class TextModel:
         total = sum(exps)
         probs = sorted(((self.classes[i], e / total) for i, e in enumerate(exps)),
                        key=lambda item: -item[1])
-        return Reading(tuple(probs), self._evidence(text, bag, [c for c, _ in probs[:EVIDENCE_CLASSES]]),
+        likeliest = [c for c, _ in probs[:EVIDENCE_CLASSES]]
+        return Reading(tuple(probs), self._evidence(text, self._norm(bag), likeliest),
                        self.threshold, text.failed)
 
-    def _evidence(self, text: LogText, bag: set[str],
+    def _evidence(self, text: LogText, norm: float,
                   categories: list[str]) -> dict[str, tuple[EvidenceLine, ...]]:
         """Per category, the lines whose features weigh most for it (each feature counted on
         the first line that has it, as the model counts it once)."""
-        known = [f for f in bag if f in self.idf]
-        norm = math.sqrt(sum(self.idf[f] ** 2 for f in known)) or 1.0
         index = {c: i for i, c in enumerate(self.classes)}
-        out: dict[str, tuple[EvidenceLine, ...]] = {}
-        for category in categories:
-            c = index[category]
-            counted: set[str] = set()
-            scored = []
-            for file, number, line_text, feats in text.lines:
-                weight = 0.0
-                for feat in feats:
-                    if feat in counted or feat not in self.weights:
-                        continue
-                    counted.add(feat)
-                    weight += self.idf[feat] / norm * dict(self.weights[feat]).get(c, 0.0)
+        wanted = [index[c] for c in categories]
+        scored: dict[int, list[EvidenceLine]] = {c: [] for c in wanted}
+        counted: set[str] = set()
+        for file, number, line_text, feats in text.lines:
+            line_weight_of = dict.fromkeys(wanted, 0.0)
+            for feat in feats:
+                weights = self.weights.get(feat)
+                if not weights or feat in counted:
+                    continue
+                counted.add(feat)
+                x = self.idf[feat] / norm
+                for c in wanted:
+                    line_weight_of[c] += x * weights.get(c, 0.0)
+            for c, weight in line_weight_of.items():
                 if weight > 0:
-                    scored.append(EvidenceLine(file, number, line_text[:300], weight))
-            scored.sort(key=lambda e: -e.weight)
-            out[category] = tuple(scored[:EVIDENCE])
+                    scored[c].append(EvidenceLine(file, number, line_text[:300], weight))
+        out = {}
+        for category, c in zip(categories, wanted):
+            out[category] = tuple(sorted(scored[c], key=lambda e: -e.weight)[:EVIDENCE])
         return out
 
 
