@@ -140,8 +140,8 @@ def _scan_one(name: str, scanner: Scanner, stream: BinaryIO, matcher: Matcher,
             context.feed(name, physical(cand.number), cand.text, info.message, info.host)
         if cand.error or cand.gated or cand.info:
             cues.feed(name, physical(cand.number), cand.text, info.message)
-        if cand.error or cand.gated or cand.info or cand.context:
-            text.feed(name, physical(cand.number), cand.text, info.message)
+        if cand.error or cand.info or cand.context:  # never by the gate: the model reads the
+            text.feed(name, physical(cand.number), cand.text, info.message)  # same with any engine
         if not cand.gated:
             continue
         matched = matcher.match(info.message)

@@ -2,12 +2,14 @@
 
 Signatures recognise the messages someone wrote down; on real logs from threads outside the
 corpus most misses are logs where explain found nothing although the evidence is there, in a
-wording no signature was written for. This reader sees every line the scanner keeps (error
-lines, NCCL INFO lines, launch and setting lines, lines holding a signature's literal), with
-prefixes stripped and volatile tokens masked (normalize.py), as one bag of words and word pairs
-per run, with the taxonomy's cue words (cues.py) marked by the kind of line. Its weights are trained on the world corpus's dev split by
-``scripts/train_explain_model.py`` (scikit-learn's TF-IDF and logistic regression, at training
-time only) and shipped as ``textmodel.json.gz``; reading applies them with the standard library.
+wording no signature was written for. This reader sees the lines the scanner keeps (error
+lines, NCCL INFO lines, launch and setting lines; never chosen by the gate, so every engine
+hands it the same lines) and each file's first and last lines, with prefixes stripped and
+volatile tokens masked (normalize.py), as one bag of words and word pairs per run, with the
+taxonomy's cue words (cues.py) marked by the kind of line. Its weights are trained on the world
+corpus's dev split by ``scripts/train_explain_model.py`` (scikit-learn's TF-IDF and logistic
+regression, at training time only) and shipped as ``textmodel.json.gz``; reading applies them
+with the standard library.
 
 The model gives a probability per category (and for "clean"); explain uses its reading only
 when no signature is decisive, and only above the threshold chosen on dev so clean logs stay
