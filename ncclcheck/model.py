@@ -50,6 +50,7 @@ class Category(str, enum.Enum):
     OUT_OF_MEMORY = "out_of_memory"
     RANK_CRASHED = "rank_crashed"
     CONFIGURATION = "configuration"
+    DESYNC = "desync"
     OTHER = "other"
 
 

@@ -11,6 +11,7 @@ import pytest
 from ncclcheck.explain.catalogue import by_rule, inferred_signatures, line_signatures, signature
 from ncclcheck.explain.engine import explain
 from ncclcheck.explain.render import render
+from ncclcheck.explain.hangs import HANG_RULES
 from ncclcheck.explain.signals import SIGNAL_RULES
 
 GENERIC = [
@@ -82,7 +83,9 @@ def test_inferred_signatures_are_kept_out_of_line_matching():
                                                         "nccltests.ranks_alone",
                                                         "nccl.ib_without_verbs",
                                                         "lightning.local_ranks_repeat",
-                                                        *(by_rule(rule).id for rule in SIGNAL_RULES)}
+                                                        *(by_rule(rule).id for rule in SIGNAL_RULES),
+                                                        *(by_rule(rule).id
+                                                          for rule in HANG_RULES.values())}
     assert {s.id for s in inferred_signatures()
             if s.explains and "generic" not in s.explains} == set(EXPLAINED)
     assert not inferred & {s.id for s in line_signatures()}

@@ -20,6 +20,7 @@ import pytest
 from ncclcheck.explain import catalogue, engine
 from ncclcheck.explain.catalogue import Signature, all_signatures, signature
 from ncclcheck.explain.infer import CAUSE_RULES, SETUP_RULES
+from ncclcheck.explain.hangs import HANG_RULES
 from ncclcheck.explain.signals import SIGNAL_RULES
 from ncclcheck.explain.matcher import Matcher
 
@@ -181,7 +182,8 @@ def test_levels_come_before_everything_else():
 def test_every_rule_of_infer_is_declared_by_one_signature():
     declared = [s.rule for s in catalogue.inferred_signatures() if s.rule]
     assert sorted(declared) == sorted(set(declared))
-    assert set(declared) == set(SETUP_RULES) | set(CAUSE_RULES) | set(SIGNAL_RULES)
+    assert set(declared) == (set(SETUP_RULES) | set(CAUSE_RULES) | set(SIGNAL_RULES)
+                             | set(HANG_RULES.values()))
     assert not [s.id for s in all_signatures() if s.rule and not s.inferred]
 
 

@@ -20,10 +20,10 @@ def run_explain(paths: list[str], fmt: str, exit_code: bool, list_catalogue: boo
         raise usage_error("no log given: pass PATH ... or pipe a log into `ncclcheck explain -`")
     try:
         screened = screen(sources(paths))
-        if screened.binary and not screened.readable:  # nothing but binary files: bad input
+        if screened.binary and not screened.readable and not screened.dumps:  # bad input
             shown = ", ".join(screened.binary[:3]) + (", ..." if len(screened.binary) > 3 else "")
             raise InputError(f"{shown}: binary, not a log (give the job's text output)")
-        result = explain_sources(screened.readable)
+        result = explain_sources(screened.readable, dumps=screened.dumps)
     except InputError as exc:
         raise usage_error(str(exc)) from None
     for note in input_notes(paths, screened):

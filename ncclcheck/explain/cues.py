@@ -105,5 +105,8 @@ GENERAL_FIX: dict[Category, str] = {
                      "the other ranks only saw it disappear.",
     _C.CONFIGURATION: "Check the settings the error names (NCCL_* variables, launcher and "
                       "Trainer options) against their documented values.",
+    _C.DESYNC: "Find where the ranks' code paths part: the culprit rank's own log and the code "
+               "at its last recorded frame (a collective skipped or called in another order, a "
+               "data-dependent branch, an uneven last batch).",
     _C.OTHER: "Read the error line named above; no known category fits it.",
 }

@@ -15,11 +15,12 @@ from ncclcheck.explain.excerpt import excerpt
 from ncclcheck.explain.fallback import ErrorCues, add_fallback
 from ncclcheck.explain.findings import Finding, Findings, Hit
 from ncclcheck.explain.gate import Gate
+from ncclcheck.explain.hangs import COLLECT_NEXT, Note, add_hang, read_dumps
 from ncclcheck.explain.infer import add_inferred
 from ncclcheck.explain.lines import LineInfo, parse_line, stamp_in
 from ncclcheck.explain.matcher import Matcher
 from ncclcheck.explain.model_reading import Hypothesis, add_model_reading, hypotheses
-from ncclcheck.explain.reader import InputError, Source, sources
+from ncclcheck.explain.reader import InputError, Source, sniff, sources
 from ncclcheck.explain.prefilter import ENGINE_VARIABLE, LiteralIndex, build_index
 from ncclcheck.explain.reflow import unwrap
 from ncclcheck.explain.scan import TOKENS, Candidate, Scanner
@@ -46,6 +47,7 @@ class Explanation:
     lines: int = 0
     text: LogText | None = None          # the lines the text model read
     hypotheses: list[Hypothesis] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
@@ -57,6 +59,7 @@ class Explanation:
         return redact_value_tree({
             "findings": [f.to_dict() for f in self.findings],
             "hypotheses": [h.to_dict() for h in self.hypotheses],
+            "notes": [n.to_dict() for n in self.notes],
             "nccl": self.nccl,
             "files": self.files,
         })
@@ -77,9 +80,11 @@ SHIPPED = "shipped"  # explain's default model: the one in the package
 
 
 def explain(paths: list[str], model: TextModel | None | str = SHIPPED) -> Explanation:
-    """Explain the logs at ``paths`` (files, directories, "-" or nothing for stdin); ``model``
-    None reads with the signatures alone."""
-    return explain_sources(sources(paths), model)
+    """Explain the logs and flight-recorder dumps at ``paths`` (files, directories, "-" or
+    nothing for stdin); ``model`` None reads with the signatures alone."""
+    items = sources(paths)
+    dumps = [s for s in items if sniff(s) == "dump"]
+    return explain_sources([s for s in items if s not in dumps], model, dumps)
 
 
 @lru_cache(maxsize=4)
@@ -92,7 +97,8 @@ def _gate(engine: str) -> Gate | None:
     return Gate(line_signatures(), index.literals)  # type: ignore[attr-defined]
 
 
-def explain_sources(items: list[Source], model: TextModel | None | str = SHIPPED) -> Explanation:
+def explain_sources(items: list[Source], model: TextModel | None | str = SHIPPED,
+                    dumps: list[Source] | tuple[Source, ...] = ()) -> Explanation:
     engine = os.environ.get(ENGINE_VARIABLE) or ""
     scanner = Scanner(literal_index(), gate=_gate(engine))
     matcher = Matcher(line_signatures())
@@ -114,13 +120,17 @@ def explain_sources(items: list[Source], model: TextModel | None | str = SHIPPED
                 stream.close()
     add_inferred(hits, context, summary.settings)
     add_signal_cause(hits, text)
+    read, notes = read_dumps(list(dumps))
+    notes += add_hang(hits, read)[1]
     reader = load_model() if isinstance(model, str) else model
     reading = reader.read(text) if isinstance(reader, TextModel) else None
     if not add_model_reading(hits, reading):
         add_fallback(hits, cues)
     findings = hits.ranked(summary.settings)
-    return Explanation(findings, summary.to_dict(), [s.name for s in items], text=text,
-                       hypotheses=hypotheses(findings, reading, reader))
+    if not findings and (items or dumps):
+        notes.append(COLLECT_NEXT)
+    return Explanation(findings, summary.to_dict(), [s.name for s in (*items, *dumps)],
+                       text=text, hypotheses=hypotheses(findings, reading, reader), notes=notes)
 
 
 def _scan_one(name: str, scanner: Scanner, stream: BinaryIO, matcher: Matcher,

@@ -8,6 +8,8 @@ import sys
 from dataclasses import dataclass
 from typing import BinaryIO, Iterator
 
+from ncclcheck.flightrec.load import sniff_dump
+
 GZIP_MAGIC = b"\x1f\x8b"
 SNIFF_BYTES = 8192  # how much of a log is looked at to tell text from binary, as grep does
 
@@ -80,10 +82,12 @@ class Screened:
     readable: list[Source]
     binary: list[str]
     empty: list[str]
+    dumps: list[Source]  # flight-recorder dumps (by content), read apart from the logs
 
 
 def sniff(source: Source) -> str | None:
-    """"binary" (a NUL byte in the first 8 KB, decompressed), "empty", or None for text.
+    """"dump" (a flight-recorder dump, by content), "binary" (a NUL byte in the first 8 KB,
+    decompressed), "empty", or None for text.
     Gzip on stdin and named pipes (``<(cmd)``) are not sniffed: it would consume them."""
     if source.path is not None and not os.path.isfile(source.path):
         return None
@@ -101,6 +105,8 @@ def sniff(source: Source) -> str | None:
             stream.close()
     if not head:
         return "empty"
+    if source.path is not None and sniff_dump(head):
+        return "dump"
     return "binary" if b"\0" in head else None
 
 
@@ -110,15 +116,19 @@ def screen(items: list[Source]) -> Screened:
     readable: list[Source] = []
     binary: list[str] = []
     empty: list[str] = []
+    dumps: list[Source] = []
     for source in items:
         kind = sniff(source)
+        if kind == "dump":
+            dumps.append(source)
+            continue
         if kind == "binary":
             binary.append(source.name)
             continue
         if kind == "empty":
             empty.append(source.name)
         readable.append(source)
-    return Screened(readable, binary, empty)
+    return Screened(readable, binary, empty, dumps)
 
 
 def input_notes(paths: list[str], screened: Screened) -> list[str]:
@@ -127,7 +137,7 @@ def input_notes(paths: list[str], screened: Screened) -> list[str]:
     if screened.binary:
         shown = ", ".join(screened.binary[:5]) + (", ..." if len(screened.binary) > 5 else "")
         notes.append(f"skipped {len(screened.binary)} binary file(s), not logs: {shown}")
-    if len(screened.empty) == len(screened.readable):
+    if len(screened.empty) == len(screened.readable) and not screened.dumps:
         given = ", ".join(paths) if paths else "stdin"
         why = "empty" if screened.empty else "binary" if screened.binary else "an empty folder"
         notes.append(f"no lines were read: the input ({given}) is {why}")

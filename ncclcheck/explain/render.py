@@ -77,7 +77,8 @@ def render_table(data: dict[str, Any]) -> str:
         root = findings[0]
         out += ["", f"ROOT CAUSE  {root['title']}  [{root['id']}, {root['category']}]"]
         where = _where(root)
-        out.append(f"  where:  {root['file']}:{root['line']}" + (f"  ({where})" if where else ""))
+        place = f"{root['file']}:{root['line']}" if root["line"] else root["file"]
+        out.append(f"  where:  {place}" + (f"  ({where})" if where else ""))
         out += _wrap(root["text"][:300], "  line:   ")
         if root.get("inferred_from"):
             out += _wrap(_inferred(root["inferred_from"]), "  cause:  ")
@@ -98,6 +99,8 @@ def render_table(data: dict[str, Any]) -> str:
         out += _hypothesis_lines(data)
     if data["nccl"]:
         out += ["", "What NCCL said:"] + ["  " + line for line in summary_lines(data["nccl"])]
+    for note in data.get("notes") or []:
+        out += [""] + _wrap(note["text"], "Note: ")
     return "\n".join(out)
 
 
@@ -135,4 +138,7 @@ def render_markdown(data: dict[str, Any]) -> str:
                            f"{cell} |")
     if data["nccl"]:
         out += ["", "## What NCCL said", ""] + [f"- {line}" for line in summary_lines(data["nccl"])]
+    notes = data.get("notes") or []
+    if notes:
+        out += ["", "## Notes", ""] + [f"- {note['text']}" for note in notes]
     return "\n".join(out)

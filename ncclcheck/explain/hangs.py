@@ -1,0 +1,184 @@
+"""A job's flight-recorder dumps as findings: the dumps say who, the culprit's own log says why.
+
+The dumps of a hung job (ncclcheck/flightrec) name the first collective the ranks disagree on.
+That disagreement becomes one ``fr.*`` finding (category desync), the root cause over the
+watchdog timeouts the waiting ranks print, since those are its consequence; when the logs
+beside the dumps hold a failure of a culprit rank (its exception, an OOM, a signal), the
+finding quotes it. Dumps in which every rank completed every collective give no failure, only
+a note that the hang lies outside the collectives. Each rule is named by the signature that
+declares ``rule = "<name>"``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ncclcheck.explain.catalogue import by_rule
+from ncclcheck.explain.findings import Finding, Findings, Hit
+from ncclcheck.explain.reader import InputError, Source
+from ncclcheck.flightrec.analyze import (COMPLETED, MISMATCH, NEVER_ARRIVED, STUCK, Analysis,
+                                         GroupVerdict, analyze)
+from ncclcheck.flightrec.load import Dump, DumpError, read_dump
+from ncclcheck.model import Category
+
+# verdict kind -> the rule of the signature it reads as
+HANG_RULES: dict[str, str] = {
+    NEVER_ARRIVED: "rank_never_arrived",
+    MISMATCH: "collective_mismatch",
+    STUCK: "collective_stuck",
+}
+_CONSEQUENCES = frozenset({Category.TIMEOUT, Category.RANK_CRASHED, Category.CONNECTION,
+                           Category.OTHER})
+
+
+@dataclass(frozen=True)
+class Note:
+    """Something explain says without a category: what it could not read, what to collect."""
+
+    id: str
+    text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "category": None, "text": self.text}
+
+
+# When nothing was found: what to collect so the next failure can be explained.
+COLLECT_NEXT = Note("explain.collect_next", (
+    "no root cause found. To explain the next failure, collect: NCCL_DEBUG=INFO with "
+    "NCCL_DEBUG_SUBSYS=INIT,NET (which interfaces, transports and plugins NCCL chose); the "
+    "flight recorder (TORCH_FR_BUFFER_SIZE=2000, TORCH_NCCL_DUMP_ON_TIMEOUT=1, "
+    "TORCH_FR_DUMP_TEMP_FILE=<shared dir>/nccl_trace_rank_), then `ncclcheck explain` on the "
+    "logs and the dumps together; and `ncclcheck run` under the same launcher before the job"))
+
+
+def read_dumps(items: list[Source]) -> tuple[list[Dump], list[Note]]:
+    """Every dump that reads (gzip decompressed by content); a one-line note for each that
+    does not."""
+    dumps, notes = [], []
+    for source in items:
+        try:
+            stream = source.open()
+            try:
+                dumps.append(read_dump(source.name, stream))
+            finally:
+                stream.close()
+        except (DumpError, InputError, OSError, EOFError) as exc:
+            notes.append(Note("fr.unreadable", f"{source.name} {exc}"))
+    return dumps, notes
+
+
+def add_hang(hits: Findings, dumps: list[Dump]) -> tuple[Analysis | None, list[Note]]:
+    """Add the dumps' verdict to ``hits`` (before ranking): the root cause when the ranks
+    disagree; a note when every rank completed every collective."""
+    if not dumps:
+        return None, []
+    ranked = hits.ranked()
+    mentioned = [r for f in ranked for r in f.ranks]
+    analysis = analyze(dumps, max(mentioned) + 1 if mentioned else None)
+    verdict = analysis.first_failure()
+    notes = []
+    if analysis.missing_dumps:
+        notes.append(Note("fr.missing_dumps", "no flight-recorder dump for rank(s) "
+                          f"{_ranks(analysis.missing_dumps)}; the others were analysed"))
+    if verdict is None:
+        done = [g for g in analysis.groups if g.kind == COMPLETED and g.seq is not None]
+        last = ", ".join(f"{g.op} #{g.seq} of {_group(g)}" for g in done) or "none recorded"
+        notes.append(Note("fr.all_completed", "every rank completed every collective its "
+                          f"flight-recorder dump holds (last: {last}): the hang, if there was "
+                          "one, is outside the collectives (a rank stuck in Python, data "
+                          "loading, I/O or its own threads; py-spy dump --pid shows where)"))
+        return analysis, notes
+    sig = by_rule(HANG_RULES[verdict.kind])
+    facts = _facts(verdict, analysis, ranked)
+    where = _where(verdict, dumps)
+    text = _summary(verdict)
+    hits.add(Hit(sig, facts, where, 0, text, verdict.culprits[0] if verdict.culprits else None,
+                 None, None, hits.hits))
+    if verdict.kind != STUCK or not ranked or ranked[0].signature.category in _CONSEQUENCES:
+        hits.promoted = sig.id
+    return analysis, notes
+
+
+def _group(verdict: GroupVerdict) -> str:
+    desc = verdict.desc if verdict.desc not in ("", "undefined") else ""
+    return f"{verdict.name} ({desc})" if desc else verdict.name
+
+
+def _ranks(ranks: tuple[int, ...] | list[int]) -> str:
+    return ", ".join(str(r) for r in ranks)
+
+
+def _facts(verdict: GroupVerdict, analysis: Analysis, ranked: list[Finding]) -> dict[str, Any]:
+    facts: dict[str, Any] = {
+        "ranks": list(verdict.culprits), "culprits": _ranks(verdict.culprits),
+        "collective": verdict.op, "seq": verdict.seq, "group": _group(verdict),
+        "process_group": {"name": verdict.name, "desc": verdict.desc,
+                          "ranks": list(verdict.ranks)},
+        "missing_dumps": list(analysis.missing_dumps),
+        "entered": _ranks(verdict.entered) if verdict.entered else "the others",
+    }
+    if verdict.missing_dumps:
+        facts["missing"] = _ranks(verdict.missing_dumps)
+    if verdict.sizes:
+        facts["sizes"] = {str(r): [list(s) for s in v] for r, v in verdict.sizes.items()}
+    if verdict.dtypes:
+        facts["dtypes"] = {str(r): list(v) for r, v in verdict.dtypes.items()}
+    if verdict.ops:
+        facts["ops"] = {str(r): op for r, op in verdict.ops.items()}
+    if verdict.kind == MISMATCH:
+        culprit = verdict.culprits[0]
+        call = verdict.ops.get(culprit, verdict.op)
+        if culprit in verdict.sizes:
+            call += f" with sizes {list(verdict.sizes[culprit])}"
+        if culprit in verdict.dtypes:
+            call += f" of {', '.join(verdict.dtypes[culprit])}"
+        facts["culprit_call"] = call
+    frames = {}
+    if verdict.culprit_frame:
+        facts["culprit_frame"] = frames["culprit"] = verdict.culprit_frame
+    if verdict.waiting_frame:
+        facts["waiting_frame"] = frames["waiting"] = verdict.waiting_frame
+    if frames:
+        facts["frames"] = frames
+    if verdict.last_arrived is not None:
+        facts["last_arrived"] = verdict.last_arrived
+    if verdict.wrapped:
+        facts["wrapped"] = list(verdict.wrapped)
+    own = _culprit_log(verdict, ranked)
+    if own is not None:
+        hit = own.first
+        facts["culprit_log"] = (f"Rank {hit.rank}'s own log says why: {own.signature.title} "
+                                f"({hit.file}:{hit.line}).")
+    return facts
+
+
+def _culprit_log(verdict: GroupVerdict, ranked: list[Finding]) -> Finding | None:
+    """A failure the logs show on a culprit rank, the most telling first."""
+    culprits = set(verdict.culprits)
+    mine = [f for f in ranked if (f.first.rank in culprits or f.ranks & culprits)
+            and f.tier < 2]
+    if not mine:
+        return None
+    return min(mine, key=lambda f: (f.signature.category in _CONSEQUENCES, f.tier,
+                                    -f.signature.priority, f.first.order))
+
+
+def _where(verdict: GroupVerdict, dumps: list[Dump]) -> str:
+    """The dump that shows the disagreement best: a culprit's, else a waiting rank's."""
+    by_rank = {d.rank: d for d in dumps}
+    for rank in (*verdict.culprits, *verdict.waiting, *sorted(by_rank)):
+        if rank in by_rank:
+            return by_rank[rank].path
+    return dumps[0].path
+
+
+def _summary(verdict: GroupVerdict) -> str:
+    group = _group(verdict)
+    if verdict.kind == NEVER_ARRIVED:
+        return (f"rank(s) {_ranks(verdict.culprits)} never entered {verdict.op} #{verdict.seq} "
+                f"of process group {group}")
+    if verdict.kind == MISMATCH:
+        return (f"rank(s) {_ranks(verdict.culprits)} called something else at {verdict.op} "
+                f"#{verdict.seq} of process group {group}")
+    return f"every rank entered {verdict.op} #{verdict.seq} of process group {group}; none completed"

@@ -1,0 +1,268 @@
+"""One flight-recorder dump: recognised by content, read without running code, one shape.
+
+torch writes a dump per rank (``TORCH_NCCL_DEBUG_INFO_TEMP_FILE`` / ``TORCH_FR_DUMP_TEMP_FILE``
+plus the rank, on a watchdog timeout, or on demand with ``_dump_fr_trace``): a pickled dict, or
+JSON (``_dump_fr_trace_json``), holding ``version``, ``pg_config``, ``pg_status`` and the ring
+buffer's ``entries``. The format grew over releases (``seq_id`` before ``collective_seq_id``,
+``is_p2p``/``p2p_seq_id``, ``thread_*``, discovered start and completion times); every field
+that a version lacks reads as unknown here.
+
+A dump is a pickle, and on-call engineers point explain at folders other people wrote. Reading
+one never imports a module or calls anything: the unpickler refuses every global (the format
+uses none; a hostile file's ``__reduce__`` needs one), persistent ids and extensions, and the
+file is read whole with a size cap before any byte is interpreted.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pickle
+import re
+import struct
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO
+
+MAX_DUMP_BYTES = 1 << 30          # a 2,000-entry dump with frames is a few MB
+PICKLE_PROTOCOLS = range(2, 6)
+_TRAILING_NUMBER = re.compile(r"(\d+)(?:\.(?:pkl|pickle|json|bin|dump|trace))?$", re.I)
+_RANKS_TEXT = re.compile(r"^\s*\[\s*(?:-?\d+\s*(?:,\s*-?\d+\s*)*)?\]\s*$")
+
+
+class DumpError(Exception):
+    """A file that looked like a dump and cannot be read as one: said in one line."""
+
+
+@dataclass(frozen=True)
+class Frame:
+    name: str
+    filename: str
+    line: int | None
+
+    def describe(self) -> str:
+        where = f"{self.filename}:{self.line}" if self.line is not None else self.filename
+        return f"{self.name} ({where})"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One collective or point-to-point operation as one rank recorded it."""
+
+    record_id: int | None
+    pg_id: int | None              # this rank's local id of the group
+    group: str                     # the process group's name (the same on every member rank)
+    group_desc: str
+    seq: int | None                # collective_seq_id (None for p2p)
+    p2p_seq: int | None
+    op: str                        # profiling_name without its backend ("all_reduce")
+    input_sizes: tuple
+    output_sizes: tuple
+    input_dtypes: tuple
+    output_dtypes: tuple
+    state: str                     # scheduled, started or completed
+    retired: bool | None           # the work finished and left the active set (Gloo)
+    is_p2p: bool
+    time_created_ns: int | None
+    started_ns: int | None
+    completed_ns: int | None
+    frames: tuple[Frame, ...]
+
+    def shape(self) -> tuple:
+        """What every member must agree on at one sequence number: op, sizes, dtypes."""
+        return (self.op, self.input_sizes, self.input_dtypes)
+
+
+@dataclass(frozen=True)
+class Dump:
+    """One rank's dump."""
+
+    path: str
+    rank: int
+    rank_from: str                 # "content" or "file name"
+    version: str
+    entries: tuple[Entry, ...]
+    group_ranks: dict[str, tuple[int, ...]] = field(default_factory=dict)  # pg_config
+    group_desc: dict[str, str] = field(default_factory=dict)
+    completed_upto: dict[str, int] = field(default_factory=dict)  # pg_status, by group name
+
+    def done(self, entry: Entry) -> bool:
+        """Whether this rank finished ``entry`` (NCCL records it per entry; Gloo only counts
+        its group's last completed collective, failed ones included)."""
+        if entry.state == "completed":
+            return True
+        last = self.completed_upto.get(entry.group)
+        return entry.seq is not None and last is not None and entry.seq <= last
+
+
+class _NoCode(pickle.Unpickler):
+    """An unpickler that builds only plain values: no global, no persistent id, no extension."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise DumpError(f"refers to code ({module}.{name}), which a flight-recorder dump never "
+                        "does: not read")
+
+    def persistent_load(self, pid: Any) -> Any:
+        raise DumpError("holds a persistent reference, which a flight-recorder dump never does")
+
+
+def sniff_dump(head: bytes) -> bool:
+    """Whether the first bytes of a file look like a flight-recorder dump (pickle or JSON)."""
+    if len(head) >= 2 and head[0] == 0x80 and head[1] in PICKLE_PROTOCOLS:
+        return True
+    text = head.lstrip()
+    return text[:1] == b"{" and b'"entries"' in head and (
+        b'"version"' in head or b'"pg_config"' in head or b'"comm_lib_version"' in head)
+
+
+def read_dump(path: str, stream: BinaryIO | None = None) -> Dump:
+    """The dump at ``path``; raises DumpError with the reason when it cannot be read."""
+    try:
+        if stream is None:
+            if os.path.getsize(path) > MAX_DUMP_BYTES:
+                raise DumpError(f"larger than {MAX_DUMP_BYTES >> 20} MiB: not read")
+            with open(path, "rb") as handle:
+                raw = handle.read(MAX_DUMP_BYTES + 1)
+        else:
+            raw = stream.read(MAX_DUMP_BYTES + 1)
+    except OSError as exc:
+        raise DumpError(f"cannot be read: {exc.strerror or exc}") from None
+    if len(raw) > MAX_DUMP_BYTES:
+        raise DumpError(f"larger than {MAX_DUMP_BYTES >> 20} MiB: not read")
+    data = _decode(raw)
+    if not isinstance(data, dict) or "entries" not in data:
+        raise DumpError("is not a flight-recorder dump (no 'entries')")
+    return _dump(path, data)
+
+
+def _decode(raw: bytes) -> Any:
+    if raw[:1] == b"\x80":
+        try:
+            return _NoCode(io.BytesIO(raw)).load()
+        except DumpError:
+            raise
+        except (pickle.UnpicklingError, EOFError, ValueError, TypeError, KeyError, IndexError,
+                AttributeError, OverflowError, MemoryError, RecursionError, UnicodeDecodeError,
+                struct.error) as exc:
+            raise DumpError(f"is a truncated or corrupt pickle ({type(exc).__name__})") from None
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise DumpError(f"is truncated or corrupt JSON ({type(exc).__name__})") from None
+
+
+def _dump(path: str, data: dict) -> Dump:
+    rank, rank_from = _rank(path, data)
+    version = str(data.get("version", "unknown"))
+    raw_entries = data.get("entries") or []
+    if not isinstance(raw_entries, list):
+        raise DumpError("has 'entries' that are not a list")
+    entries = tuple(_entry(e) for e in raw_entries if isinstance(e, dict))
+    group_ranks: dict[str, tuple[int, ...]] = {}
+    group_desc: dict[str, str] = {}
+    config = data.get("pg_config")
+    if isinstance(config, dict):
+        for name, info in config.items():
+            if not isinstance(info, dict) or not str(name):
+                continue
+            group_desc[str(name)] = str(info.get("desc", ""))
+            ranks = _ranks(info.get("ranks"))
+            if ranks:
+                group_ranks[str(name)] = ranks
+    return Dump(path, rank, rank_from, version, entries, group_ranks, group_desc,
+                _completed_upto(data.get("pg_status"), entries))
+
+
+def _completed_upto(status: Any, entries: tuple[Entry, ...]) -> dict[str, int]:
+    """pg_status's last completed collective per group, keyed by the group's name (pg_status
+    is keyed by this rank's local group id, which entries pair with the name)."""
+    if not isinstance(status, dict):
+        return {}
+    names = {str(e.pg_id): e.group for e in entries if e.pg_id is not None}
+    out = {}
+    for pg_id, info in status.items():
+        if isinstance(info, dict) and str(pg_id) in names:
+            last = _int(_number(info.get("last_completed_collective")))
+            if last is not None:
+                out[names[str(pg_id)]] = last
+    return out
+
+
+def _number(value: Any) -> Any:
+    """JSON dumps write pg_status's numbers as text."""
+    if isinstance(value, str) and re.fullmatch(r"-?\d+", value.strip()):
+        return int(value)
+    return value
+
+
+def _rank(path: str, data: dict) -> tuple[int, str]:
+    for key in ("rank", "global_rank"):
+        value = data.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value, "content"
+    found = _TRAILING_NUMBER.search(os.path.basename(path))
+    if found is None:
+        raise DumpError("records no rank and its file name does not end in one")
+    return int(found.group(1)), "file name"
+
+
+def _ranks(value: Any) -> tuple[int, ...]:
+    """pg_config's ``ranks``: a list, or its text ``"[0, 1, 2]"`` (parsed, never evaluated)."""
+    if isinstance(value, (list, tuple)):
+        return tuple(v for v in value if isinstance(v, int) and not isinstance(v, bool))
+    if isinstance(value, str) and _RANKS_TEXT.match(value):
+        return tuple(int(v) for v in re.findall(r"-?\d+", value))
+    return ()
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        return int(value)
+    except (OverflowError, ValueError):  # inf or nan in a corrupt file
+        return None
+
+
+def _nonzero(value: Any) -> int | None:
+    """A time in ns; JSON dumps write 0 where pickles write None (not discovered)."""
+    number = _int(value)
+    return number if number else None
+
+
+def _tuple(value: Any) -> tuple:
+    if isinstance(value, (list, tuple)):
+        return tuple(_tuple(v) if isinstance(v, (list, tuple)) else v for v in value)
+    return ()
+
+
+def _entry(raw: dict) -> Entry:
+    group = raw.get("process_group")
+    if isinstance(group, (list, tuple)) and group:
+        name, desc = str(group[0]), str(group[1]) if len(group) > 1 else ""
+    else:
+        name, desc = str(raw.get("pg_id", "")), ""
+    profiling = str(raw.get("profiling_name", ""))
+    op = profiling.split(":", 1)[1] if ":" in profiling else profiling
+    is_p2p = raw.get("is_p2p")
+    if not isinstance(is_p2p, bool):
+        is_p2p = op in ("send", "recv") or op.startswith(("send", "recv"))
+    seq = raw.get("collective_seq_id", raw.get("seq_id"))
+    frames = []
+    for frame in raw.get("frames") or []:
+        if isinstance(frame, dict):
+            frames.append(Frame(str(frame.get("name", "")), str(frame.get("filename", "")),
+                                _int(frame.get("line"))))
+    retired = raw.get("retired")
+    return Entry(
+        record_id=_int(raw.get("record_id")), pg_id=_int(raw.get("pg_id")), group=name,
+        group_desc=desc,
+        seq=None if is_p2p else _int(seq), p2p_seq=_int(raw.get("p2p_seq_id")), op=op,
+        input_sizes=_tuple(raw.get("input_sizes")), output_sizes=_tuple(raw.get("output_sizes")),
+        input_dtypes=_tuple(raw.get("input_dtypes")),
+        output_dtypes=_tuple(raw.get("output_dtypes")),
+        state=str(raw.get("state", "")), retired=retired if isinstance(retired, bool) else None,
+        is_p2p=is_p2p, time_created_ns=_nonzero(raw.get("time_created_ns")),
+        started_ns=_nonzero(raw.get("time_discovered_started_ns")),
+        completed_ns=_nonzero(raw.get("time_discovered_completed_ns")),
+        frames=tuple(frames))
