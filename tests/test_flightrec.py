@@ -250,7 +250,7 @@ def test_a_real_dump_reads_with_its_frames(tmp_path, real_dump):
     assert dump.rank == 0 and dump.version.count(".") == 1
     assert [e.op for e in dump.entries] == ["all_reduce"] * 5 + ["broadcast"]
     assert [e.seq for e in dump.entries] == [1, 2, 3, 4, 5, 6]
-    assert dump.entries[0].frames and dump.entries[0].input_dtypes == ("Float",)
+    assert dump.entries[0].frames and list(dump.entries[0].input_dtypes) == ["Float"]
 
 
 def test_truncated_and_mutated_real_dumps_never_raise_anything_but_a_note(tmp_path, real_dump):

@@ -19,7 +19,7 @@ from ncclcheck.explain.findings import Finding, Findings, Hit
 from ncclcheck.explain.reader import InputError, Source
 from ncclcheck.flightrec.analyze import (COMPLETED, MISMATCH, NEVER_ARRIVED, STUCK, Analysis,
                                          GroupVerdict, analyze)
-from ncclcheck.flightrec.load import Dump, DumpError, read_dump
+from ncclcheck.flightrec.load import Dump, DumpError, paused_gc, read_dump
 from ncclcheck.model import Category
 
 # verdict kind -> the rule of the signature it reads as
@@ -56,15 +56,16 @@ def read_dumps(items: list[Source]) -> tuple[list[Dump], list[Note]]:
     """Every dump that reads (gzip decompressed by content); a one-line note for each that
     does not."""
     dumps, notes = [], []
-    for source in items:
-        try:
-            stream = source.open()
+    with paused_gc():
+        for source in items:
             try:
-                dumps.append(read_dump(source.name, stream))
-            finally:
-                stream.close()
-        except (DumpError, InputError, OSError, EOFError) as exc:
-            notes.append(Note("fr.unreadable", f"{source.name} {exc}"))
+                stream = source.open()
+                try:
+                    dumps.append(read_dump(source.name, stream))
+                finally:
+                    stream.close()
+            except (DumpError, InputError, OSError, EOFError) as exc:
+                notes.append(Note("fr.unreadable", f"{source.name} {exc}"))
     return dumps, notes
 
 
@@ -75,7 +76,8 @@ def add_hang(hits: Findings, dumps: list[Dump]) -> tuple[Analysis | None, list[N
         return None, []
     ranked = hits.ranked()
     mentioned = [r for f in ranked for r in f.ranks]
-    analysis = analyze(dumps, max(mentioned) + 1 if mentioned else None)
+    with paused_gc():
+        analysis = analyze(dumps, max(mentioned) + 1 if mentioned else None)
     verdict = analysis.first_failure()
     notes = []
     if analysis.missing_dumps:
@@ -121,18 +123,18 @@ def _facts(verdict: GroupVerdict, analysis: Analysis, ranked: list[Finding]) -> 
     if verdict.missing_dumps:
         facts["missing"] = _ranks(verdict.missing_dumps)
     if verdict.sizes:
-        facts["sizes"] = {str(r): [list(s) for s in v] for r, v in verdict.sizes.items()}
+        facts["sizes"] = {str(r): _listed(v) for r, v in verdict.sizes.items()}
     if verdict.dtypes:
-        facts["dtypes"] = {str(r): list(v) for r, v in verdict.dtypes.items()}
+        facts["dtypes"] = {str(r): _listed(v) for r, v in verdict.dtypes.items()}
     if verdict.ops:
         facts["ops"] = {str(r): op for r, op in verdict.ops.items()}
     if verdict.kind == MISMATCH:
         culprit = verdict.culprits[0]
         call = verdict.ops.get(culprit, verdict.op)
         if culprit in verdict.sizes:
-            call += f" with sizes {list(verdict.sizes[culprit])}"
+            call += f" with sizes {_listed(verdict.sizes[culprit])}"
         if culprit in verdict.dtypes:
-            call += f" of {', '.join(verdict.dtypes[culprit])}"
+            call += f" of {', '.join(str(d) for d in _listed(verdict.dtypes[culprit]))}"
         facts["culprit_call"] = call
     frames = {}
     if verdict.culprit_frame:
@@ -151,6 +153,13 @@ def _facts(verdict: GroupVerdict, analysis: Analysis, ranked: list[Finding]) -> 
         facts["culprit_log"] = (f"Rank {hit.rank}'s own log says why: {own.signature.title} "
                                 f"({hit.file}:{hit.line}).")
     return facts
+
+
+def _listed(value: object) -> list:
+    """Sizes or dtypes as JSON lists, whatever nesting the dump used."""
+    if isinstance(value, (list, tuple)):
+        return [_listed(v) if isinstance(v, (list, tuple)) else v for v in value]
+    return [value]
 
 
 def _culprit_log(verdict: GroupVerdict, ranked: list[Finding]) -> Finding | None:

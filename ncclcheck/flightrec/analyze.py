@@ -145,9 +145,10 @@ def _group(name: str, by_rank: dict[int, Dump], world: int) -> GroupVerdict:
     end = max(max(t) for t in present.values())
     wrapped = tuple(sorted(r for r, low in lows.items() if low > 1))
     base["wrapped"] = wrapped
+    highs = {r: max(t, default=0) for r, t in timeline.items()}
     for seq in range(start, end + 1):
         entered = {r: t[seq] for r, t in timeline.items() if seq in t}
-        behind = [r for r in dumped if r not in entered and max(timeline[r], default=0) < seq]
+        behind = [r for r in dumped if highs[r] < seq]
         if behind:
             return _never_arrived(seq, entered, tuple(behind), by_rank, base)
         shapes = Counter(e.shape() for e in entered.values())
@@ -197,7 +198,7 @@ def _mismatch(seq: int, entered: dict[int, Entry], shapes: Counter, by_rank: dic
     # the majority's shape; on a tie, the shape rank 0 (or the lowest rank) called
     majority = ranked[0][0] if len(ranked) == 1 or ranked[1][1] < top else entered[min(entered)].shape()
     culprits = tuple(sorted(r for r, e in entered.items() if e.shape() != majority))
-    differs = {field: len({getattr(e, field) for e in entered.values()}) > 1
+    differs = {field: len({repr(getattr(e, field)) for e in entered.values()}) > 1
                for field in ("op", "input_sizes", "input_dtypes")}
     some = entered[culprits[0]]
     others = next(e for r, e in entered.items() if r not in culprits)

@@ -15,6 +15,7 @@ file is read whole with a size cap before any byte is interpreted.
 
 from __future__ import annotations
 
+import gc
 import io
 import json
 import os
@@ -22,12 +23,27 @@ import pickle
 import re
 import struct
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from contextlib import contextmanager
+from functools import cached_property
+from typing import Any, BinaryIO, Iterator
 
 MAX_DUMP_BYTES = 1 << 30          # a 2,000-entry dump with frames is a few MB
 PICKLE_PROTOCOLS = range(2, 6)
 _TRAILING_NUMBER = re.compile(r"(\d+)(?:\.(?:pkl|pickle|json|bin|dump|trace))?$", re.I)
 _RANKS_TEXT = re.compile(r"^\s*\[\s*(?:-?\d+\s*(?:,\s*-?\d+\s*)*)?\]\s*$")
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Reading dumps makes millions of small objects and frees none: the cycle collector
+    would only rescan them (it doubles the time), so it waits until the reading is done."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class DumpError(Exception):
@@ -47,7 +63,8 @@ class Frame:
 
 @dataclass(frozen=True)
 class Entry:
-    """One collective or point-to-point operation as one rank recorded it."""
+    """One collective or point-to-point operation as one rank recorded it. Sizes and dtypes
+    stay as the dump holds them (lists); ``shape`` compares their text."""
 
     record_id: int | None
     pg_id: int | None              # this rank's local id of the group
@@ -56,21 +73,32 @@ class Entry:
     seq: int | None                # collective_seq_id (None for p2p)
     p2p_seq: int | None
     op: str                        # profiling_name without its backend ("all_reduce")
-    input_sizes: tuple
-    output_sizes: tuple
-    input_dtypes: tuple
-    output_dtypes: tuple
+    input_sizes: Any
+    output_sizes: Any
+    input_dtypes: Any
+    output_dtypes: Any
     state: str                     # scheduled, started or completed
-    retired: bool | None           # the work finished and left the active set (Gloo)
+    retired: bool | None           # the work left the active set (finished, or failed)
     is_p2p: bool
     time_created_ns: int | None
     started_ns: int | None
     completed_ns: int | None
-    frames: tuple[Frame, ...]
+    raw_frames: Any = ()
 
-    def shape(self) -> tuple:
+    @cached_property
+    def frames(self) -> tuple[Frame, ...]:
+        """The Python stack at the call, innermost first (built when asked: most entries'
+        frames are never read)."""
+        out = []
+        for frame in self.raw_frames if isinstance(self.raw_frames, (list, tuple)) else ():
+            if isinstance(frame, dict):
+                out.append(Frame(str(frame.get("name", "")), str(frame.get("filename", "")),
+                                 _int(frame.get("line"))))
+        return tuple(out)
+
+    def shape(self) -> tuple[str, str, str]:
         """What every member must agree on at one sequence number: op, sizes, dtypes."""
-        return (self.op, self.input_sizes, self.input_dtypes)
+        return (self.op, repr(self.input_sizes), repr(self.input_dtypes))
 
 
 @dataclass(frozen=True)
@@ -230,39 +258,32 @@ def _nonzero(value: Any) -> int | None:
     return number if number else None
 
 
-def _tuple(value: Any) -> tuple:
-    if isinstance(value, (list, tuple)):
-        return tuple(_tuple(v) if isinstance(v, (list, tuple)) else v for v in value)
-    return ()
-
-
 def _entry(raw: dict) -> Entry:
-    group = raw.get("process_group")
+    get = raw.get
+    group = get("process_group")
     if isinstance(group, (list, tuple)) and group:
         name, desc = str(group[0]), str(group[1]) if len(group) > 1 else ""
     else:
-        name, desc = str(raw.get("pg_id", "")), ""
-    profiling = str(raw.get("profiling_name", ""))
+        name, desc = str(get("pg_id", "")), ""
+    profiling = str(get("profiling_name", ""))
     op = profiling.split(":", 1)[1] if ":" in profiling else profiling
-    is_p2p = raw.get("is_p2p")
+    is_p2p = get("is_p2p")
     if not isinstance(is_p2p, bool):
-        is_p2p = op in ("send", "recv") or op.startswith(("send", "recv"))
-    seq = raw.get("collective_seq_id", raw.get("seq_id"))
-    frames = []
-    for frame in raw.get("frames") or []:
-        if isinstance(frame, dict):
-            frames.append(Frame(str(frame.get("name", "")), str(frame.get("filename", "")),
-                                _int(frame.get("line"))))
-    retired = raw.get("retired")
+        is_p2p = op.startswith(("send", "recv"))
+    seq = get("collective_seq_id", get("seq_id"))
+    retired = get("retired")
     return Entry(
-        record_id=_int(raw.get("record_id")), pg_id=_int(raw.get("pg_id")), group=name,
-        group_desc=desc,
-        seq=None if is_p2p else _int(seq), p2p_seq=_int(raw.get("p2p_seq_id")), op=op,
-        input_sizes=_tuple(raw.get("input_sizes")), output_sizes=_tuple(raw.get("output_sizes")),
-        input_dtypes=_tuple(raw.get("input_dtypes")),
-        output_dtypes=_tuple(raw.get("output_dtypes")),
-        state=str(raw.get("state", "")), retired=retired if isinstance(retired, bool) else None,
-        is_p2p=is_p2p, time_created_ns=_nonzero(raw.get("time_created_ns")),
-        started_ns=_nonzero(raw.get("time_discovered_started_ns")),
-        completed_ns=_nonzero(raw.get("time_discovered_completed_ns")),
-        frames=tuple(frames))
+        record_id=_int(get("record_id")), pg_id=_int(get("pg_id")), group=name,
+        group_desc=desc, seq=None if is_p2p else _int(seq), p2p_seq=_int(get("p2p_seq_id")),
+        op=op, input_sizes=_plain(get("input_sizes")), output_sizes=_plain(get("output_sizes")),
+        input_dtypes=_plain(get("input_dtypes")), output_dtypes=_plain(get("output_dtypes")),
+        state=str(get("state", "")), retired=retired if isinstance(retired, bool) else None,
+        is_p2p=is_p2p, time_created_ns=_nonzero(get("time_created_ns")),
+        started_ns=_nonzero(get("time_discovered_started_ns")),
+        completed_ns=_nonzero(get("time_discovered_completed_ns")),
+        raw_frames=get("frames") or ())
+
+
+def _plain(value: Any) -> Any:
+    """Sizes or dtypes as the dump holds them, when they are lists; else nothing."""
+    return value if isinstance(value, (list, tuple)) else []
