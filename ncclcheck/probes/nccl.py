@@ -28,6 +28,8 @@ from ncclcheck.ncclib.version import NcclVersion, from_torch_tuple, parse_label
 from ncclcheck.explain.catalogue import catalogue_fix
 from ncclcheck.network.interfaces import (Interface, list_ib_devices, list_interfaces,
                                           predict_nccl_bootstrap)
+from ncclcheck.probes.nccl_hang_evidence import CHECKS as HANG_CHECKS
+from ncclcheck.probes.nccl_hang_evidence import check_hang_evidence
 from ncclcheck.probes.nccl_plugins import CHECKS as PLUGIN_CHECKS
 from ncclcheck.probes.nccl_plugins import check_net, check_plugin
 
@@ -97,6 +99,7 @@ def probe(ctx: ProbeContext) -> list[CheckResult]:
     settings = effective_settings(env, facts.files, known_names.is_linted)
     results += [verdict_result(v) for v in lint(settings, lint_facts)]
     results += gpu_checks(env, _int(env.get("LOCAL_RANK")), min(5.0, ctx.remaining()))
+    results.append(check_hang_evidence(env))
     return results
 
 
@@ -371,4 +374,5 @@ SETTING = CheckSpec(
 
 
 CHECKS: tuple[CheckSpec, ...] = ((LIBRARY, LOAD, VERSION, BOOTSTRAP_INTERFACE, TORCH_VERSION)
-                                 + PLUGIN_CHECKS + (CONFIG_FILES, SETTING) + GPU_CHECKS)
+                                 + PLUGIN_CHECKS + (CONFIG_FILES, SETTING) + GPU_CHECKS
+                                 + HANG_CHECKS)
