@@ -24,8 +24,7 @@ import re
 import struct
 from dataclasses import dataclass, field
 from contextlib import contextmanager
-from functools import cached_property
-from typing import Any, BinaryIO, Iterator
+from typing import Any, BinaryIO, Iterator, NamedTuple
 
 MAX_DUMP_BYTES = 1 << 30          # a 2,000-entry dump with frames is a few MB
 PICKLE_PROTOCOLS = range(2, 6)
@@ -61,10 +60,10 @@ class Frame:
         return f"{self.name} ({where})"
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(NamedTuple):
     """One collective or point-to-point operation as one rank recorded it. Sizes and dtypes
-    stay as the dump holds them (lists); ``shape`` compares their text."""
+    stay as the dump holds them (lists); ``shape`` compares their text. (A named tuple: a
+    1,024-rank job's dumps hold two million of these.)"""
 
     record_id: int | None
     pg_id: int | None              # this rank's local id of the group
@@ -85,7 +84,7 @@ class Entry:
     completed_ns: int | None
     raw_frames: Any = ()
 
-    @cached_property
+    @property
     def frames(self) -> tuple[Frame, ...]:
         """The Python stack at the call, innermost first (built when asked: most entries'
         frames are never read)."""
