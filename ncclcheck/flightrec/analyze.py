@@ -158,7 +158,10 @@ def _group(name: str, by_rank: dict[int, Dump], world: int) -> GroupVerdict:
     finished = [r for r, e in last.items() if by_rank[r].done(e)]
     # a collective finished on one member had every member's part: it finishes everywhere
     # (Gloo updates a rank's completion count a moment after the call returns)
-    open_ranks = () if finished else tuple(sorted(last))
+    # and only a recorder that tracks progress (NCCL's started state) can show a collective
+    # that never finished; Gloo leaves every entry "scheduled", so there it is unknown
+    tracked = [r for r, e in last.items() if e.state == "started" or e.started_ns]
+    open_ranks = () if finished or not tracked else tuple(sorted(last))
     if missing:
         # no dumped member disagrees: the members without a dump are the ones nobody can
         # vouch for (a killed rank writes no dump), last seen together at this collective
