@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ncclcheck.explain.catalogue import Signature
 from ncclcheck.model import Category
 
 
@@ -110,3 +111,12 @@ GENERAL_FIX: dict[Category, str] = {
                "data-dependent branch, an uneven last batch).",
     _C.OTHER: "Read the error line named above; no known category fits it.",
 }
+
+
+def category_signature(sig_id: str, category: Category, title: str, meaning: str,
+                       priority: int) -> Signature:
+    """A finding for a category read without a recognised message (keywords, the text model):
+    an inferred signature with no pattern and the category's general fix."""
+    return Signature(id=sig_id, category=category, title=title, meaning=meaning,
+                     fix=GENERAL_FIX[category], patterns=(), literals=(), example="",
+                     priority=priority, inferred=True)

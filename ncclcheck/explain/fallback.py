@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from ncclcheck.explain.catalogue import Signature
-from ncclcheck.explain.cues import CUES, GENERAL_FIX
+from ncclcheck.explain.cues import CUES, category_signature
 from ncclcheck.explain.findings import Findings, Hit
 from ncclcheck.model import Category
 
@@ -116,15 +116,13 @@ def line_cues(message: str) -> dict[Category, tuple[int, str]]:
 @lru_cache(maxsize=None)
 def fallback_signature(category: Category) -> Signature:
     """The finding a keyword verdict for ``category`` reads as."""
-    return Signature(
-        id=PREFIX + category.value, category=category,
-        title=f"Most likely: {category.value} (inferred from keywords)",
-        meaning=(f"No known failure message matched, but the error on line {{line}} "
-                 f"names '{{cue}}', a word of the {category.value} category: the run most likely "
-                 f"failed for that reason. This is an inference from keywords, not a "
-                 f"recognised message; read that line to confirm."),
-        fix=GENERAL_FIX[category], patterns=(), literals=(), example="",
-        priority=PRIORITY, inferred=True)
+    return category_signature(
+        PREFIX + category.value, category,
+        f"Most likely: {category.value} (inferred from keywords)",
+        f"No known failure message matched, but the error on line {{line}} names '{{cue}}', a "
+        f"word of the {category.value} category: the run most likely failed for that reason. "
+        f"This is an inference from keywords, not a recognised message; read that line to "
+        f"confirm.", PRIORITY)
 
 
 def add_fallback(hits: Findings, cues: ErrorCues) -> None:

@@ -17,7 +17,7 @@ from functools import lru_cache
 from typing import Any
 
 from ncclcheck.explain.catalogue import SPECIFIC, Signature
-from ncclcheck.explain.cues import GENERAL_FIX
+from ncclcheck.explain.cues import category_signature
 from ncclcheck.explain.fallback import PREFIX as FALLBACK_PREFIX
 from ncclcheck.explain.findings import Finding, Findings, Hit
 from ncclcheck.explain.textmodel import EvidenceLine, Reading, TextModel
@@ -63,15 +63,12 @@ def leaves_open(root: Finding | None) -> bool:
 @lru_cache(maxsize=None)
 def model_signature(category: Category) -> Signature:
     """The finding a model's reading for ``category`` reads as."""
-    return Signature(
-        id=PREFIX + category.value, category=category,
-        title=f"A model's reading: {category.value}",
-        meaning=(f"No known failure message decides this log. A text model trained on public "
-                 f"failure logs reads it as {category.value} (probability {{probability}}); the "
-                 f"lines that weighed most are listed with it (line {{line}} first). This is a "
-                 f"statistical reading, not a recognised message: read those lines to confirm."),
-        fix=GENERAL_FIX[category], patterns=(), literals=(), example="",
-        priority=PRIORITY, inferred=True)
+    return category_signature(
+        PREFIX + category.value, category, f"A model's reading: {category.value}",
+        f"No known failure message decides this log. A text model trained on public failure "
+        f"logs reads it as {category.value} (probability {{probability}}); the lines that "
+        f"weighed most are listed with it (line {{line}} first). This is a statistical reading, "
+        f"not a recognised message: read those lines to confirm.", PRIORITY)
 
 
 def add_model_reading(hits: Findings, reading: Reading | None) -> bool:

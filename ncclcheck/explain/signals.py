@@ -16,6 +16,7 @@ scheduler sends it too; a CUDA out-of-memory or another cause named in the log w
 from __future__ import annotations
 
 import re
+import signal
 from dataclasses import dataclass
 from typing import Callable
 
@@ -69,7 +70,7 @@ def signal_of(message: str) -> int | None:
     """The signal a line says a process died from, in any of the common wordings."""
     named = _BY_NAME.search(message)
     if named:
-        return _NUMBERS.get(named.group("name"))
+        return int(signal.Signals["SIG" + named.group("name")])
     for pattern in (_BY_NUMBER, _NEGATIVE_EXIT):
         found = pattern.search(message)
         if found:
@@ -82,9 +83,6 @@ def signal_of(message: str) -> int | None:
             return number
     return None
 
-
-_NUMBERS = {"HUP": 1, "INT": 2, "QUIT": 3, "ILL": 4, "ABRT": 6, "BUS": 7, "FPE": 8, "KILL": 9,
-            "SEGV": 11, "PIPE": 13, "TERM": 15}
 
 
 def deaths(text: LogText) -> list[Death]:

@@ -157,9 +157,9 @@ class TextModel:
     def _norm(self, bag: set[str]) -> float:
         return math.sqrt(sum(self.idf[f] ** 2 for f in bag if f in self.idf)) or 1.0
 
-    def scores(self, bag: set[str]) -> list[float]:
+    def scores(self, bag: set[str], norm: float | None = None) -> list[float]:
         """The class scores of a bag of features (binary tf x idf, l2-normalised, linear)."""
-        norm = self._norm(bag)
+        norm = self._norm(bag) if norm is None else norm
         scores = list(self.bias)
         for feat in bag:
             weights = self.weights.get(feat)
@@ -171,14 +171,15 @@ class TextModel:
 
     def read(self, text: LogText) -> Reading:
         bag = text.bag()
-        scores = self.scores(bag)
+        norm = self._norm(bag)
+        scores = self.scores(bag, norm)
         top = max(scores)
         exps = [math.exp(s - top) for s in scores]
         total = sum(exps)
         probs = sorted(((self.classes[i], e / total) for i, e in enumerate(exps)),
                        key=lambda item: -item[1])
         likeliest = [c for c, _ in probs[:EVIDENCE_CLASSES]]
-        return Reading(tuple(probs), self._evidence(text, self._norm(bag), likeliest),
+        return Reading(tuple(probs), self._evidence(text, norm, likeliest),
                        self.threshold, text.failed)
 
     def _evidence(self, text: LogText, norm: float,
