@@ -1,10 +1,13 @@
 """How fast explain reads a large job's flight-recorder dumps, and what torch's analyzer does.
 
-    python benchmarks/fr_scale.py [--ranks 1024] [--entries 2000] [--keep DIR] [--smoke]
+    python benchmarks/fr_scale.py [--ranks 1024] [--entries 2000] [--behind 1] [--keep DIR]
+                                  [--no-torch] [--smoke]
 
 Writes one pickled dump per rank in torch's format (the schema torch 2.13 writes: entries with
-op, sizes, dtypes, state and two Python frames each), with one rank that never entered the last
-collective, then times ``ncclcheck explain DIR`` in a fresh process (start-up included) and
+op, sizes, dtypes, state and two Python frames each), with one rank that stopped ``--behind``
+collectives before the others (1: it never entered the last one, the usual hang; hundreds: a
+rank far behind, which makes explain read the dumps further back than their newest entries),
+then times ``ncclcheck explain DIR`` in a fresh process (start-up included) and
 reads its peak memory; then runs torch's own analyzer (``python -m
 torch.distributed.flight_recorder.fr_trace DIR -p nccl_trace_rank_``) on the same folder, when
 torch is installed, and prints how it ended. ``--smoke`` does 8 ranks x 50 entries (seconds).
@@ -40,12 +43,13 @@ def entry(seq: int, started: bool) -> dict:
                        {"name": "train_step", "line": 88, "filename": "/job/train.py"}]}
 
 
-def write_dumps(folder: Path, ranks: int, entries: int) -> int:
-    """One dump per rank; rank ``ranks // 2`` stops one collective short. Returns bytes."""
+def write_dumps(folder: Path, ranks: int, entries: int, behind: int = 1) -> int:
+    """One dump per rank; rank ``ranks // 2`` stops ``behind`` collectives short. Returns
+    bytes."""
     total = 0
     culprit = ranks // 2
     for rank in range(ranks):
-        last = entries - 1 if rank == culprit else entries
+        last = entries - behind if rank == culprit else entries
         data = {"version": "2.10", "comm_lib_version": "2.21.5",
                 "pg_config": {"0": {"name": "0", "desc": "default_pg",
                                     "ranks": str(list(range(ranks)))}},
@@ -96,7 +100,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, default=1024)
     parser.add_argument("--entries", type=int, default=2000)
+    parser.add_argument("--behind", type=int, default=1,
+                        help="how many collectives the culprit rank stops short (default 1)")
     parser.add_argument("--keep", type=Path, help="write the dumps here and keep them")
+    parser.add_argument("--no-torch", action="store_true", help="skip torch's analyzer")
     parser.add_argument("--smoke", action="store_true", help="8 ranks x 50 entries")
     args = parser.parse_args()
     if args.smoke:
@@ -104,15 +111,20 @@ def main() -> int:
     folder = args.keep or Path(tempfile.mkdtemp(prefix="fr_scale_"))
     folder.mkdir(parents=True, exist_ok=True)
     try:
-        size = write_dumps(folder, args.ranks, args.entries)
-        print(f"{args.ranks} ranks x {args.entries} entries: {size / 1e6:.0f} MB of dumps")
+        if not 1 <= args.behind < args.entries:
+            parser.error("--behind must be at least 1 and less than --entries")
+        size = write_dumps(folder, args.ranks, args.entries, args.behind)
+        print(f"{args.ranks} ranks x {args.entries} entries, rank {args.ranks // 2} "
+              f"{args.behind} behind: {size / 1e6:.0f} MB of dumps")
         wall, rss, root = time_explain(folder)
         culprit = args.ranks // 2
-        right = root.get("ranks") == [culprit] and root.get("seq") == args.entries
+        expected = args.entries - args.behind + 1
+        right = root.get("ranks") == [culprit] and root.get("seq") == expected
         print(f"ncclcheck explain: {wall:.2f} s wall (process start included), peak RSS "
               f"{rss:.0f} MiB, culprit {root.get('ranks')} at #{root.get('seq')} "
               f"({'right' if right else 'WRONG'})")
-        print(f"torch's analyzer (fr_trace): {torch_analyzer(folder)}")
+        if not args.no_torch:
+            print(f"torch's analyzer (fr_trace): {torch_analyzer(folder)}")
         print(f"peak RSS of this script {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
         return 0 if right else 1
     finally:

@@ -9,7 +9,6 @@ tests/test_flightrec_real.py runs whole torchrun jobs.
 
 from __future__ import annotations
 
-import json
 import os
 import pickle
 import random
@@ -22,43 +21,7 @@ import pytest
 from ncclcheck.explain.engine import explain
 from ncclcheck.flightrec.analyze import COMPLETED, MISMATCH, NEVER_ARRIVED, STUCK, analyze
 from ncclcheck.flightrec.load import DumpError, read_dump, sniff_dump
-
-
-def entry(seq, op="all_reduce", group=("0", "default_pg"), pg_id=0, sizes=((16,),),
-          dtypes=("Float",), state="completed", time_ns=None, frames=None, version="2.10",
-          p2p=False, record_id=None):
-    """One entry as torch writes it (schema of FlightRecorder.hpp's keys; built, not recorded:
-    a GPU would be needed for NCCL's states)."""
-    e = {"record_id": seq if record_id is None else record_id, "pg_id": pg_id,
-         "process_group": group, "profiling_name": f"nccl:{op}",
-         "input_sizes": [list(s) for s in sizes], "output_sizes": [list(s) for s in sizes],
-         "input_dtypes": list(dtypes), "output_dtypes": list(dtypes), "state": state,
-         "time_created_ns": time_ns or 1_000_000 * seq, "duration_ms": None,
-         "time_discovered_started_ns": 5 if state in ("started", "completed") else None,
-         "time_discovered_completed_ns": 9 if state == "completed" else None,
-         "retired": state == "completed", "timeout_ms": 600000,
-         "frames": frames if frames is not None else [
-             {"name": op, "filename": "/site/torch/distributed/distributed_c10d.py", "line": 1},
-             {"name": "train_step", "filename": "/job/train.py", "line": 40 + seq}]}
-    if version >= "2.2":
-        e.update({"collective_seq_id": 0 if p2p else seq, "p2p_seq_id": seq if p2p else 0,
-                  "op_id": seq, "is_p2p": p2p})
-    else:  # before 2.2 the collective's number was seq_id and there was no is_p2p
-        e["seq_id"] = seq
-    return e
-
-
-def write(folder: Path, file_rank: int, entries, fmt="pickle", prefix="nccl_trace_rank_",
-          version="2.10", pg_config=None, pg_status=None, **extra) -> Path:
-    data = {"version": version, "entries": entries, "comm_lib_version": "2.21.5",
-            "pg_config": pg_config or {"": {"name": "", "desc": "", "ranks": "[]"}},
-            "pg_status": pg_status or {}, **extra}
-    path = folder / f"{prefix}{file_rank}"
-    if fmt == "json":
-        path.write_text(json.dumps(data))
-    else:
-        path.write_bytes(pickle.dumps(data, protocol=2))
-    return path
+from frdumps import entry, write
 
 
 def verdict_of(folder: Path, job_ranks=None):

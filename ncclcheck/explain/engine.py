@@ -120,8 +120,9 @@ def explain_sources(items: list[Source], model: TextModel | None | str = SHIPPED
                 stream.close()
     add_inferred(hits, context, summary.settings)
     add_signal_cause(hits, text)
-    read, notes = read_dumps(list(dumps))
-    notes += add_hang(hits, read)[1]
+    job = read_dumps(list(dumps))
+    hang_notes = add_hang(hits, job)[1]
+    notes = job.notes + hang_notes
     reader = load_model() if isinstance(model, str) else model
     reading = reader.read(text) if isinstance(reader, TextModel) else None
     if not add_model_reading(hits, reading):

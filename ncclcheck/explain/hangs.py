@@ -18,7 +18,7 @@ from ncclcheck.explain.catalogue import by_rule
 from ncclcheck.explain.findings import Finding, Findings, Hit
 from ncclcheck.explain.reader import InputError, Source
 from ncclcheck.flightrec.analyze import (COMPLETED, MISMATCH, NEVER_ARRIVED, STUCK, Analysis,
-                                         GroupVerdict, analyze)
+                                         GroupVerdict, Reach, analyze)
 from ncclcheck.flightrec.load import Dump, DumpError, paused_gc, read_dump
 from ncclcheck.model import Category
 
@@ -52,16 +52,58 @@ COLLECT_NEXT = Note("explain.collect_next", (
     "logs and the dumps together; and `ncclcheck run` under the same launcher before the job"))
 
 
-def read_dumps(items: list[Source]) -> tuple[list[Dump], list[Note]]:
-    """Every dump that reads (gzip decompressed by content); a one-line note for each that
-    does not."""
+# The newest entries of each large dump read first; a later reading reads as far back as the
+# verdict needs (WIDER times further when that is not known), whole dumps from WHOLE_FROM.
+FIRST_WINDOW = 64
+WIDER = 8
+WHOLE_FROM = 4096
+
+
+@dataclass
+class JobDumps:
+    """A job's dumps as read so far (newest entries of large ones), and where to read more."""
+
+    dumps: list[Dump]
+    notes: list[Note]
+    sources: dict[str, Source]
+    window: int | None = FIRST_WINDOW            # None: whole dumps were read
+
+    def read_further(self, ranks: tuple[int, ...], reach: dict[str, Reach]) -> bool:
+        """Read these ranks' dumps further back: as many entries as ``reach`` says are needed,
+        keeping of each group only the numbers it needs (bounded memory); whole dumps when that
+        is most of them. False when nothing more can be read."""
+        again = [d for d in self.dumps if d.rank in set(ranks) and not d.complete]
+        if self.window is None or not again:
+            return False
+        spans = [r.span for r in reach.values()]
+        needed = max(spans) if spans and all(spans) else 0
+        wider = needed if needed > self.window else self.window * WIDER
+        self.window = wider if wider < WHOLE_FROM else None
+        keep = {g: (r.low, r.high) for g, r in reach.items() if r.low > 0}
+        fresh, notes = _read([self.sources[d.path] for d in again], self.window, keep)
+        by_path = {d.path: d for d in fresh}
+        self.dumps = [by_path.get(d.path, d) for d in self.dumps]
+        self.notes += notes
+        return True
+
+
+def read_dumps(items: list[Source]) -> JobDumps:
+    """Every dump that reads (gzip decompressed by content), large ones by their newest
+    entries first; a one-line note for each that does not read."""
+    dumps, notes = _read(items, FIRST_WINDOW)
+    return JobDumps(dumps, notes, {s.name: s for s in items}, FIRST_WINDOW)
+
+
+def _read(items: list[Source], newest: int | None,
+          keep_from: dict[str, tuple[int, int | None]] | None = None
+          ) -> tuple[list[Dump], list[Note]]:
     dumps, notes = [], []
     with paused_gc():
         for source in items:
             try:
                 stream = source.open()
                 try:
-                    dumps.append(read_dump(source.name, stream))
+                    dumps.append(read_dump(source.name, stream, newest, keep_from))
                 finally:
                     stream.close()
             except (DumpError, InputError, OSError, EOFError) as exc:
@@ -69,15 +111,19 @@ def read_dumps(items: list[Source]) -> tuple[list[Dump], list[Note]]:
     return dumps, notes
 
 
-def add_hang(hits: Findings, dumps: list[Dump]) -> tuple[Analysis | None, list[Note]]:
+def add_hang(hits: Findings, job: JobDumps) -> tuple[Analysis | None, list[Note]]:
     """Add the dumps' verdict to ``hits`` (before ranking): the root cause when the ranks
-    disagree; a note when every rank completed every collective."""
-    if not dumps:
+    disagree; a note when every rank completed every collective. Dumps read in part are read
+    further back while the verdict needs it."""
+    if not job.dumps:
         return None, []
     ranked = hits.ranked()
     mentioned = [r for f in ranked for r in f.ranks]
     with paused_gc():
-        analysis = analyze(dumps, max(mentioned) + 1 if mentioned else None)
+        analysis = analyze(job.dumps, max(mentioned) + 1 if mentioned else None)
+        while analysis.short and job.read_further(analysis.short, analysis.reach):
+            analysis = analyze(job.dumps, max(mentioned) + 1 if mentioned else None)
+    dumps = job.dumps
     verdict = analysis.first_failure()
     notes = []
     if analysis.missing_dumps:

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ncclcheck.flightrec.load import Dump, Entry, Frame
 
 DEFAULT_DESCS = ("default_pg",)
+REACH_MARGIN = 8     # numbers read around the furthest-behind member's last, to see them agree
 NEVER_ARRIVED, MISMATCH, STUCK, COMPLETED = "never_arrived", "mismatch", "stuck", "completed"
 
 
@@ -53,6 +55,18 @@ class GroupVerdict:
         return self.kind in (NEVER_ARRIVED, MISMATCH, STUCK)
 
 
+class Reach(NamedTuple):
+    """The collectives of a group the next reading must hold: numbers ``low`` to ``high``
+    (``high`` None: to the newest), ``span`` entries back from the newest at most."""
+
+    low: int
+    high: int | None
+    span: int
+
+
+EVERYTHING = Reach(0, None, 0)
+
+
 @dataclass(frozen=True)
 class Analysis:
     groups: tuple[GroupVerdict, ...]
@@ -60,6 +74,9 @@ class Analysis:
     missing_dumps: tuple[int, ...]              # ranks of the job without one
     p2p_waiting: dict[int, str] = field(default_factory=dict)  # rank -> the p2p op it waits in
     last_in: dict[int, tuple[str, int]] = field(default_factory=dict)  # rank -> (group, seq)
+    short: tuple[int, ...] = ()                 # ranks whose newest entries did not reach back
+                                                # to where the members agree: read more of them
+    reach: dict[str, Reach] = field(default_factory=dict)  # group -> the numbers needed
 
     def first_failure(self) -> GroupVerdict | None:
         """The disagreement that explains the others. A group whose culprits all sit at another
@@ -94,9 +111,17 @@ def analyze(dumps: list[Dump], job_ranks: int | None = None) -> Analysis:
     world = max(highest + 1, job_ranks or 0)
     missing = tuple(r for r in range(world) if r not in by_rank)
     names = _groups(by_rank)
-    verdicts = [_group(name, by_rank, world) for name in sorted(names, key=_group_order(names))]
+    verdicts: list[GroupVerdict] = []
+    short: set[int] = set()
+    reach: dict[str, Reach] = {}
+    for name in sorted(names, key=_group_order(names)):
+        verdict, too_short, needed = _group(name, by_rank, world)
+        verdicts.append(verdict)
+        short.update(too_short)
+        if too_short:
+            reach[name] = needed
     return Analysis(tuple(verdicts), tuple(sorted(by_rank)), missing, _p2p_waiting(by_rank),
-                    _last_in(by_rank))
+                    _last_in(by_rank), tuple(sorted(short)), reach)
 
 
 def _groups(by_rank: dict[int, Dump]) -> dict[str, str]:
@@ -123,7 +148,10 @@ def _members(name: str, desc: str, by_rank: dict[int, Dump], world: int) -> tupl
     return tuple(sorted(declared | seen))
 
 
-def _group(name: str, by_rank: dict[int, Dump], world: int) -> GroupVerdict:
+def _group(name: str, by_rank: dict[int, Dump],
+           world: int) -> tuple[GroupVerdict, set[int], Reach]:
+    """The group's verdict; the members whose dumps were read only in part and must be read
+    further back for the verdict to hold, and from which number (see ``_short``)."""
     desc = next((e.group_desc for d in by_rank.values() for e in d.entries if e.group == name),
                 "")
     members = _members(name, desc, by_rank, world)
@@ -139,12 +167,42 @@ def _group(name: str, by_rank: dict[int, Dump], world: int) -> GroupVerdict:
     base = dict(name=name, desc=desc, ranks=members, missing_dumps=missing)
     present = {r: t for r, t in timeline.items() if t}
     if not present:
-        return GroupVerdict(kind=COMPLETED, **base)
+        return GroupVerdict(kind=COMPLETED, **base), set(), EVERYTHING
     lows = {r: min(t) for r, t in present.items()}
     start = max(lows.values())
-    end = max(max(t) for t in present.values())
-    wrapped = tuple(sorted(r for r, low in lows.items() if low > 1))
-    base["wrapped"] = wrapped
+    base["wrapped"] = tuple(sorted(
+        r for r, low in lows.items()
+        if (low > 1 if by_rank[r].complete else by_rank[r].buffer_wrapped)))
+    verdict = _walk(timeline, start, dumped, missing, by_rank, base)
+    return (verdict, *_short(verdict, timeline, lows, start, by_rank))
+
+
+def _short(verdict: GroupVerdict, timeline: dict[int, dict[int, Entry]], lows: dict[int, int],
+           start: int, by_rank: dict[int, Dump]) -> tuple[set[int], Reach]:
+    """Members read only in part whose part is too short: they hold no entry of the group, or
+    the walk found the disagreement at the very first number every part holds, which one of
+    them opens (the members may already have disagreed before it). And what the next reading
+    needs: around the furthest-behind member's last number when members were behind there;
+    every number otherwise."""
+    partial = {r for r in timeline if not by_rank[r].complete}
+    short = {r for r in partial if not timeline[r]}
+    if verdict.kind in (NEVER_ARRIVED, MISMATCH) and verdict.seq == start:
+        short.update(r for r in partial if lows.get(r) == start)
+    if not short or verdict.kind != NEVER_ARRIVED or any(not timeline[r] for r in short):
+        return short, EVERYTHING
+    last = min(max(t) for t in timeline.values() if t)
+    low = max(1, last - REACH_MARGIN)
+    # entries to read back from the newest: the group's numbers, scaled by how many entries
+    # of any group the part holds per entry of this one
+    return short, Reach(low, last + REACH_MARGIN, max(
+        -(-(max(timeline[r]) - low + 1) * len(by_rank[r].entries) // len(timeline[r]))
+        for r in short) + REACH_MARGIN)
+
+
+def _walk(timeline: dict[int, dict[int, Entry]], start: int, dumped: list[int],
+          missing: tuple[int, ...], by_rank: dict[int, Dump], base: dict) -> GroupVerdict:
+    """From the first number every dump holds, the first where the members disagree."""
+    end = max(max(t) for t in timeline.values() if t)
     highs = {r: max(t, default=0) for r, t in timeline.items()}
     for seq in range(start, end + 1):
         entered = {r: t[seq] for r, t in timeline.items() if seq in t}

@@ -15,8 +15,8 @@ file is read whole with a size cap before any byte is interpreted.
 
 from __future__ import annotations
 
+import functools
 import gc
-import io
 import json
 import os
 import pickle
@@ -24,8 +24,11 @@ import re
 import struct
 from dataclasses import dataclass, field
 from contextlib import contextmanager
-from typing import Any, BinaryIO, Iterator, NamedTuple
+from typing import Any, BinaryIO, Iterator, Mapping, NamedTuple
 
+from ncclcheck.flightrec.newest import decode, newest_entries
+
+KEPT_NEWEST = 64                  # entries kept whatever ``keep_from`` says (where ranks were last)
 MAX_DUMP_BYTES = 1 << 30          # a 2,000-entry dump with frames is a few MB
 PICKLE_PROTOCOLS = range(2, 6)
 _TRAILING_NUMBER = re.compile(r"(\d+)(?:\.(?:pkl|pickle|json|bin|dump|trace))?$", re.I)
@@ -112,6 +115,19 @@ class Dump:
     group_ranks: dict[str, tuple[int, ...]] = field(default_factory=dict)  # pg_config
     group_desc: dict[str, str] = field(default_factory=dict)
     completed_upto: dict[str, int] = field(default_factory=dict)  # pg_status, by group name
+    complete: bool = True          # False: ``entries`` are only the newest the buffer holds
+    oldest: Entry | None = None    # the oldest entry the buffer holds, when not all were read
+
+    @property
+    def buffer_wrapped(self) -> bool | None:
+        """Whether the ring buffer dropped its oldest entries, told by the oldest entry it still
+        holds (record ids count from 0); None when every entry was read (the caller compares
+        the entries themselves)."""
+        if self.complete or self.oldest is None:
+            return None
+        if self.oldest.record_id is not None:
+            return self.oldest.record_id > 0
+        return self.oldest.seq is not None and self.oldest.seq > 1
 
     def done(self, entry: Entry) -> bool:
         """Whether this rank finished ``entry`` (NCCL records it per entry; Gloo only counts
@@ -142,8 +158,15 @@ def sniff_dump(head: bytes) -> bool:
         b'"version"' in head or b'"pg_config"' in head or b'"comm_lib_version"' in head)
 
 
-def read_dump(path: str, stream: BinaryIO | None = None) -> Dump:
-    """The dump at ``path``; raises DumpError with the reason when it cannot be read."""
+def read_dump(path: str, stream: BinaryIO | None = None, newest: int | None = None,
+              keep_from: Mapping[str, tuple[int, int | None]] | None = None) -> Dump:
+    """The dump at ``path``; raises DumpError with the reason when it cannot be read. With
+    ``newest``, a large pickle's entries are only its newest ``newest`` (flightrec/newest.py).
+    With ``keep_from`` (group name -> first and last sequence number, None: the newest), a
+    group's collectives outside its numbers are dropped as they are read, the newest
+    ``KEPT_NEWEST`` entries excepted: what a verdict about a rank far behind needs, in bounded
+    memory. ``Dump.complete`` says whether
+    every entry was kept."""
     try:
         if stream is None:
             if os.path.getsize(path) > MAX_DUMP_BYTES:
@@ -156,16 +179,19 @@ def read_dump(path: str, stream: BinaryIO | None = None) -> Dump:
         raise DumpError(f"cannot be read: {exc.strerror or exc}") from None
     if len(raw) > MAX_DUMP_BYTES:
         raise DumpError(f"larger than {MAX_DUMP_BYTES >> 20} MiB: not read")
+    cut = newest_entries(raw, newest, _NoCode) if newest else None
+    if cut is not None:
+        return _dump(path, cut.data, _entry(cut.first), keep_from)
     data = _decode(raw)
     if not isinstance(data, dict) or "entries" not in data:
         raise DumpError("is not a flight-recorder dump (no 'entries')")
-    return _dump(path, data)
+    return _dump(path, data, keep_from=keep_from)
 
 
 def _decode(raw: bytes) -> Any:
     if raw[:1] == b"\x80":
         try:
-            return _NoCode(io.BytesIO(raw)).load()
+            return decode(raw, _NoCode)
         except DumpError:
             raise
         except (pickle.UnpicklingError, EOFError, ValueError, TypeError, KeyError, IndexError,
@@ -178,12 +204,18 @@ def _decode(raw: bytes) -> Any:
         raise DumpError(f"is truncated or corrupt JSON ({type(exc).__name__})") from None
 
 
-def _dump(path: str, data: dict) -> Dump:
+def _dump(path: str, data: dict, oldest: Entry | None = None,
+          keep_from: Mapping[str, tuple[int, int | None]] | None = None) -> Dump:
     rank, rank_from = _rank(path, data)
     version = str(data.get("version", "unknown"))
     raw_entries = data.get("entries") or []
     if not isinstance(raw_entries, list):
         raise DumpError("has 'entries' that are not a list")
+    if keep_from and len(raw_entries) > KEPT_NEWEST and isinstance(raw_entries[0], dict):
+        oldest = oldest or _entry(raw_entries[0])
+        cut = len(raw_entries) - KEPT_NEWEST
+        raw_entries = [e for e in raw_entries[:cut] if not _outside(e, keep_from)] + \
+            raw_entries[cut:]
     entries = tuple(_entry(e) for e in raw_entries if isinstance(e, dict))
     group_ranks: dict[str, tuple[int, ...]] = {}
     group_desc: dict[str, str] = {}
@@ -197,7 +229,21 @@ def _dump(path: str, data: dict) -> Dump:
             if ranks:
                 group_ranks[str(name)] = ranks
     return Dump(path, rank, rank_from, version, entries, group_ranks, group_desc,
-                _completed_upto(data.get("pg_status"), entries))
+                _completed_upto(data.get("pg_status"), entries), oldest is None, oldest)
+
+
+def _outside(raw: Any, keep: Mapping[str, tuple[int, int | None]]) -> bool:
+    """Whether a raw entry is a collective of a group outside the numbers kept."""
+    if not isinstance(raw, dict):
+        return True
+    group = raw.get("process_group")
+    name = str(group[0]) if isinstance(group, (list, tuple)) and group else str(raw.get("pg_id", ""))
+    numbers = keep.get(name)
+    seq = raw.get("collective_seq_id", raw.get("seq_id"))
+    if numbers is None or not isinstance(seq, int) or seq <= 0:
+        return False
+    low, high = numbers
+    return seq < low or (high is not None and seq > high)
 
 
 def _completed_upto(status: Any, entries: tuple[Entry, ...]) -> dict[str, int]:
@@ -237,9 +283,17 @@ def _ranks(value: Any) -> tuple[int, ...]:
     """pg_config's ``ranks``: a list, or its text ``"[0, 1, 2]"`` (parsed, never evaluated)."""
     if isinstance(value, (list, tuple)):
         return tuple(v for v in value if isinstance(v, int) and not isinstance(v, bool))
-    if isinstance(value, str) and _RANKS_TEXT.match(value):
-        return tuple(int(v) for v in re.findall(r"-?\d+", value))
+    if isinstance(value, str):
+        return _ranks_text(value)
     return ()
+
+
+@functools.lru_cache(maxsize=256)
+def _ranks_text(text: str) -> tuple[int, ...]:
+    """Every rank's dump repeats the same text (a 1,024-rank group's is 6 KB): parsed once."""
+    if not _RANKS_TEXT.match(text):
+        return ()
+    return tuple(int(v) for v in re.findall(r"-?\d+", text))
 
 
 def _int(value: Any) -> int | None:

@@ -1,0 +1,47 @@
+"""Flight-recorder dumps built from the format's schema (the field names torch's FlightRecorder
+writes, version by version), for tests: NCCL's started/completed states and older releases
+cannot be produced on a CPU machine."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from pathlib import Path
+
+
+def entry(seq, op="all_reduce", group=("0", "default_pg"), pg_id=0, sizes=((16,),),
+          dtypes=("Float",), state="completed", time_ns=None, frames=None, version="2.10",
+          p2p=False, record_id=None):
+    """One entry as torch writes it (schema of FlightRecorder.hpp's keys; built, not recorded:
+    a GPU would be needed for NCCL's states)."""
+    e = {"record_id": seq if record_id is None else record_id, "pg_id": pg_id,
+         "process_group": group, "profiling_name": f"nccl:{op}",
+         "input_sizes": [list(s) for s in sizes], "output_sizes": [list(s) for s in sizes],
+         "input_dtypes": list(dtypes), "output_dtypes": list(dtypes), "state": state,
+         "time_created_ns": time_ns or 1_000_000 * seq, "duration_ms": None,
+         "time_discovered_started_ns": 5 if state in ("started", "completed") else None,
+         "time_discovered_completed_ns": 9 if state == "completed" else None,
+         "retired": state == "completed", "timeout_ms": 600000,
+         "frames": frames if frames is not None else [
+             {"name": op, "filename": "/site/torch/distributed/distributed_c10d.py", "line": 1},
+             {"name": "train_step", "filename": "/job/train.py", "line": 40 + seq}]}
+    if version >= "2.2":
+        e.update({"collective_seq_id": 0 if p2p else seq, "p2p_seq_id": seq if p2p else 0,
+                  "op_id": seq, "is_p2p": p2p})
+    else:  # before 2.2 the collective's number was seq_id and there was no is_p2p
+        e["seq_id"] = seq
+    return e
+
+
+def write(folder: Path, file_rank: int, entries, fmt="pickle", prefix="nccl_trace_rank_",
+          version="2.10", pg_config=None, pg_status=None, protocol=2, **extra) -> Path:
+    """A dump laid out as torch writes it: ``entries`` the last key, pickle protocol 2."""
+    data = {"version": version, "comm_lib_version": "2.21.5",
+            "pg_config": pg_config or {"": {"name": "", "desc": "", "ranks": "[]"}},
+            "pg_status": pg_status or {}, **extra, "entries": entries}
+    path = folder / f"{prefix}{file_rank}"
+    if fmt == "json":
+        path.write_text(json.dumps(data))
+    else:
+        path.write_bytes(pickle.dumps(data, protocol=protocol))
+    return path
