@@ -57,7 +57,7 @@ class PairTest:
     busbw_gbps: float
     round: int
     reference: bool = True
-    time_s: float = 0.0  # the slowest rank's median time per all-reduce
+    time_s: float = 0.0  # the pair's time per all-reduce (its slowest rank's fastest one)
     error: str | None = None
 
     @property

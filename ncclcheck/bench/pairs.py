@@ -2,8 +2,8 @@
 the sweep's process group, with rank 0 planning and the job's store carrying plans and times.
 
 Keys, under the store prefix "bench/isolate": ``plan/K`` (round K's pairs of node indices, the
-set-up with round 0, or ``{"stop": ...}`` to end), ``K/t/RANK`` (a member's median time per
-all-reduce, or its error) and the counter ``K/n``. Every rank creates every pair's subgroup of
+set-up with round 0, or ``{"stop": ...}`` to end), ``K/t/RANK`` (a member's fastest all-reduce,
+or its error) and the counter ``K/n``. Every rank creates every pair's subgroup of
 a round, in the plan's order (torch numbers groups by creation, so all ranks must create the
 same ones), and only the members of a pair run its all-reduces. Nothing waits past the
 deadline: rank 0 gives up on a round's missing times, the others on a plan that never comes.
@@ -13,7 +13,6 @@ torch is imported in the functions that run the tests only.
 from __future__ import annotations
 
 import json
-import statistics
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
@@ -26,7 +25,7 @@ from .sizes import DTYPES
 
 PREFIX = "isolate"
 STOP = json.dumps({"stop": True})
-PAIR_ITERS = 5  # "a few": the busbw of a pair is read from the median of these
+PAIR_ITERS = 5  # "a few": a pair's busbw is read from the fastest of these
 OnRound = Callable[[int, Round, list[PairTest], float], None]
 
 
@@ -187,7 +186,9 @@ def _run_round(store: Any, setup: PairSetup, index: int, pairs: Any, rank: int) 
 
 
 def _time_pair(dist: Any, group: Any, setup: PairSetup) -> float:
-    """This rank's median time per all-reduce of the set-up's message within its pair."""
+    """This rank's fastest all-reduce of the set-up's message within its pair: contention
+    from other work (other pairs on shared CPUs, the OS) only ever adds time, while a slow
+    NIC, link or PCIe path slows every iteration."""
     import torch  # deferred: seconds to import; only a sweep needs it
     on_gpu = dist.get_backend(group) == "nccl"
     device = torch.device("cuda", torch.cuda.current_device()) if on_gpu else torch.device("cpu")
@@ -203,7 +204,7 @@ def _time_pair(dist: Any, group: Any, setup: PairSetup) -> float:
         start = time.perf_counter()
         _wait(dist.all_reduce(buf, group=group, async_op=True), on_gpu, limit)
         times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return min(times)
 
 
 def _wait(work: Any, on_gpu: bool, limit: float) -> None:
