@@ -11,7 +11,8 @@ verdict are tested on made-up measurements and timed at any scale.
   with one node resting when n is odd) tests every pair once.
 
 Both end with the same confirmation rounds: a node is named when every pair it was in was
-slow and ``EVIDENCE`` of them were with known-good partners; a link is named when its pair was
+slow and ``EVIDENCE`` of them (one more than it had in the first rounds, if fewer) were with
+known-good partners; a link is named when its pair was
 slow twice while both its nodes were fast with others.
 """
 
@@ -145,8 +146,9 @@ def judge(n: int, tests: list[PairTest], threshold: float = DEFAULT_THRESHOLD,
     """Name the slow nodes and links the tests prove, and what still needs confirming.
 
     A node is good once any pair it was in was fast. A node all of whose pairs were slow is a
-    suspect; it is named when ``EVIDENCE`` of its slow pairs were with good partners (fewer when
-    there are fewer good nodes). A pair slow while both its nodes are good is a slow link once
+    suspect; it is named when ``EVIDENCE`` of its slow pairs were with good partners, or one
+    more than its pairs of the first rounds when those were fewer (a node that rested in a
+    survey), and never more than there are good nodes. A pair slow while both its nodes are good is a slow link once
     it was slow ``LINK_EVIDENCE`` times and never fast.
     """
     median, cut = cut_of(tests, threshold, min_busbw)
@@ -156,10 +158,11 @@ def judge(n: int, tests: list[PairTest], threshold: float = DEFAULT_THRESHOLD,
         seen.setdefault(test.a, []).append(test)
         seen.setdefault(test.b, []).append(test)
     good = {node for node, mine in seen.items() if any(not verdict.is_slow(t) for t in mine)}
-    need = max(1, min(EVIDENCE, len(good)))
     for node in sorted(set(seen) - good):
         count = sum(1 for t in seen[node] if t.other(node) in good)
         verdict.evidence[node] = count
+        surveyed = sum(1 for t in seen[node] if t.reference)
+        need = max(1, min(EVIDENCE, surveyed + 1, len(good)))
         (verdict.slow_nodes if good and count >= need else verdict.suspects).append(node)
     by_pair: dict[Pair, list[PairTest]] = {}
     for test in tests:
