@@ -100,3 +100,38 @@ def test_an_unshaped_cluster_names_nothing_three_times_over(netns_cluster):
         assert check["details"]["rounds"] <= 3  # the two surveys, a retest at most
         assert [code for code, _, _ in outs] == [0] * NODES, outs[0][2][-2000:]
         assert elapsed < TIMEOUT + 5
+
+
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
+
+
+def test_under_torchrun_two_ranks_per_node_the_table_names_the_slow_node(netns_cluster):
+    """Four nodes, torchrun on each with two ranks: a pair test spans all four ranks of its two
+    nodes, and rank 0's table shows the slow node first, then a line per node."""
+    nodes = 4
+    cluster = netns_cluster("iso", "198.18.24", nodes=nodes)
+    cluster.slow_node(2)
+    base = {k: v for k, v in os.environ.items() if not k.startswith(STRIP)}
+    env = dict(base, GLOO_SOCKET_IFNAME="eth0", OMP_NUM_THREADS="1", TORCH_CPP_LOG_LEVEL="FATAL")
+    procs = [cluster.popen(i, TORCHRUN + [
+        "--nnodes", str(nodes), "--nproc-per-node", "2", "--node-rank", str(i),
+        "--master-addr", cluster.node(0).address, "--master-port", "29624",
+        "-m", "ncclcheck", "bench", *SWEEP, "--isolate", "nodes", "--timeout", str(TIMEOUT),
+        "--format", "table"], hostname=f"node{i}", env=env) for i in range(nodes)]
+    began = time.monotonic()
+    outs = collect(procs, TIMEOUT + 60)
+    elapsed = time.monotonic() - began
+    table = outs[0][1]
+    assert "bench.isolate" in table, [err[-2000:] for _, _, err in outs]
+    lines = table.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("# isolate nodes: 4 nodes"))
+    assert lines[start + 1] == "# SLOW node    node2", lines[start:]
+    assert not any(line.startswith("# SLOW link") for line in lines)
+    per_node = {line.split()[1]: line.split()[2:4] for line in lines[start + 3:start + 7]}
+    assert sorted(per_node) == ["node0", "node1", "node2", "node3"], lines[start:]
+    assert per_node["node2"][0] == per_node["node2"][1]  # every pair of node2 was slow
+    assert "in 3 rounds" in lines[start], lines[start]
+    assert "with 8 ranks on 4 hosts" in table
+    assert [code for code, _, _ in outs] == [1] * nodes
+    assert all(out.strip() == "" for _, out, _ in outs[1:])  # only rank 0 prints the report
+    assert elapsed < TIMEOUT + 10
