@@ -142,6 +142,12 @@ class Cluster:
                     "ip", "prio", "1", "u32", "match", "ip", "dst", f"{address}/32", "flowid",
                     "1:20")
 
+    def unshape(self) -> None:
+        """Every node back to full speed (no qdisc left by slow_node or slow_link)."""
+        for node in self.members:
+            self.ns(node.netns, "tc", "qdisc", "del", "dev", self.ifname, "root", check=False)
+            _sh("tc", "qdisc", "del", "dev", self.outer(node.index), "root", check=False)
+
     # -- running things inside ---------------------------------------------------------------
     @staticmethod
     def ns(netns: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

@@ -109,6 +109,7 @@ def test_a_suspect_fast_with_a_known_good_node_is_cleared():
     survey = _tests({(0, 1): 40, (2, 3): 4, (4, 5): 41, (1, 2): 39, (3, 4): 4, (0, 5): 40})
     verdict = judge(6, survey + _tests({(0, 3): 38}, 2, reference=False))
     assert verdict.slow_nodes == [] and verdict.suspects == [] and 3 in verdict.good
+    assert judge(6, survey + _tests({(0, 3): 38}, 2, reference=False), links=False).settled
     # its two slow pairs are now pairs of good nodes: links to retest, not yet named
     assert verdict.pending_links == [(2, 3), (3, 4)]
 
@@ -187,10 +188,19 @@ def test_links_mode_names_a_slow_node_without_confirmation():
     assert len(iso.rounds) == 7
 
 
-def test_nodes_mode_reports_a_slow_link_it_happened_to_test():
+def test_nodes_mode_names_no_link_even_one_its_surveys_tested():
     iso = isolate("nodes", 8, model(slow_links={(2, 3)}))
-    assert iso.verdict.slow_links == [(2, 3)] and iso.verdict.slow_nodes == []
-    assert len(iso.rounds) == 3
+    assert iso.verdict.slow_links == [] and iso.verdict.slow_nodes == [] and iso.verdict.settled
+    assert len(iso.rounds) == 2  # a slow pair of good nodes is links mode's business
+    assert judge(8, iso.tests, links=True).pending_links == [(2, 3)]
+
+
+def test_noise_in_the_surveys_costs_nodes_mode_no_round():
+    survey = _tests({(0, 1): 40, (2, 3): 4, (4, 5): 41, (6, 7): 12}) + _tests(
+        {(1, 2): 39, (3, 4): 4, (5, 6): 38, (0, 7): 40}, 1)
+    verdict = judge(8, survey, links=False)
+    assert verdict.suspects == [3] and verdict.pending_links == []
+    assert len(confirmation_round(verdict, survey).pairs) == 1
 
 
 def test_the_deadline_stops_the_rounds_and_leaves_suspects_unconfirmed():

@@ -10,10 +10,10 @@ verdict are tested on made-up measurements and timed at any scale.
 - ``links``: a round-robin tournament (the circle method: n-1 rounds of n/2 pairs, n rounds
   with one node resting when n is odd) tests every pair once.
 
-Both end with the same confirmation rounds: a node is named when every pair it was in was
-slow and ``EVIDENCE`` of them (one more than it had in the first rounds, if fewer) were with
-known-good partners; a link is named when its pair was
-slow twice while both its nodes were fast with others.
+Both end with confirmation rounds: a node is named when every pair it was in was slow and
+``EVIDENCE`` of them (one more than it had in the first rounds, if fewer) were with known-good
+partners; in links mode a link is named when its pair was slow twice while both its nodes were
+fast with others.
 """
 
 from __future__ import annotations
@@ -142,14 +142,15 @@ def cut_of(tests: Iterable[PairTest], threshold: float,
 
 
 def judge(n: int, tests: list[PairTest], threshold: float = DEFAULT_THRESHOLD,
-          min_busbw: float | None = None) -> Verdict:
+          min_busbw: float | None = None, links: bool = True) -> Verdict:
     """Name the slow nodes and links the tests prove, and what still needs confirming.
 
     A node is good once any pair it was in was fast. A node all of whose pairs were slow is a
     suspect; it is named when ``EVIDENCE`` of its slow pairs were with good partners, or one
     more than its pairs of the first rounds when those were fewer (a node that rested in a
     survey), and never more than there are good nodes. A pair slow while both its nodes are good is a slow link once
-    it was slow ``LINK_EVIDENCE`` times and never fast.
+    it was slow ``LINK_EVIDENCE`` times and never fast; with ``links`` False (nodes mode, whose
+    surveys pair few nodes) such pairs are neither retested nor named.
     """
     median, cut = cut_of(tests, threshold, min_busbw)
     verdict = Verdict(n, median, cut)
@@ -165,7 +166,7 @@ def judge(n: int, tests: list[PairTest], threshold: float = DEFAULT_THRESHOLD,
         need = max(1, min(EVIDENCE, surveyed + 1, len(good)))
         (verdict.slow_nodes if good and count >= need else verdict.suspects).append(node)
     by_pair: dict[Pair, list[PairTest]] = {}
-    for test in tests:
+    for test in tests if links else []:
         if test.a in good and test.b in good:
             by_pair.setdefault(test.key, []).append(test)
     for key, mine in sorted(by_pair.items()):
@@ -221,6 +222,11 @@ class Isolation:
     verdict: Verdict | None = None
     stopped: str = ""
 
+    def judged(self) -> Verdict:
+        """The verdict of the rounds run (judged now if the driver did not)."""
+        return self.verdict or judge(self.n, self.tests, self.threshold, self.min_busbw,
+                                     self.mode == "links")
+
 
 def isolate(mode: str, n: int, measure: Measure, *, threshold: float = DEFAULT_THRESHOLD,
             min_busbw: float | None = None, time_left: Callable[[], float] = lambda: 1e9,
@@ -236,8 +242,7 @@ def isolate(mode: str, n: int, measure: Measure, *, threshold: float = DEFAULT_T
         if planned:
             nxt: Round | None = planned.pop(0)
         else:
-            verdict = judge(n, result.tests, threshold, min_busbw)
-            result.verdict = verdict
+            verdict = result.verdict = result.judged()
             if verdict.settled:
                 return result
             nxt = confirmation_round(verdict, result.tests) if confirms < limit else None
@@ -248,7 +253,7 @@ def isolate(mode: str, n: int, measure: Measure, *, threshold: float = DEFAULT_T
             confirms += 1
         slowest = max(result.round_seconds, default=0.0)
         if result.round_seconds and time_left() < 1.5 * slowest:
-            result.verdict = judge(n, result.tests, threshold, min_busbw)
+            result.verdict = result.judged()
             result.stopped = "the deadline left no time for another round"
             return result
         index = len(result.rounds)
@@ -256,3 +261,4 @@ def isolate(mode: str, n: int, measure: Measure, *, threshold: float = DEFAULT_T
         result.rounds.append(nxt)
         result.tests += measured
         result.round_seconds.append(seconds)
+        result.verdict = None  # judged again with this round's tests

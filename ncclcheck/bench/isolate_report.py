@@ -12,7 +12,7 @@ from typing import Any
 from ncclcheck.model import Category, CheckResult, failed, passed, skipped, warned
 from ncclcheck.registry import CheckSpec
 
-from .isolate import Isolation, PairTest, Verdict, judge
+from .isolate import Isolation, PairTest, Verdict
 from .metrics import significant
 from .sizes import format_size
 
@@ -46,7 +46,7 @@ def node_lines(iso: Isolation, verdict: Verdict, hosts: list[str]) -> list[dict[
 
 def isolate_details(iso: Isolation, hosts: list[str], nbytes: int) -> dict[str, Any]:
     """The check's ``details`` (docs/bench.md): what was named, and every pair measured."""
-    verdict = iso.verdict or judge(iso.n, iso.tests, iso.threshold, iso.min_busbw)
+    verdict = iso.judged()
     details: dict[str, Any] = {
         "mode": iso.mode, "nodes": iso.n, "bytes": nbytes,
         "slow_nodes": _names(verdict.slow_nodes, hosts),
@@ -70,7 +70,7 @@ def isolate_details(iso: Isolation, hosts: list[str], nbytes: int) -> dict[str, 
 
 def section(iso: Isolation, hosts: list[str], nbytes: int) -> dict[str, Any]:
     """The report's ``bench.isolate``: the verdict and one compact line per node."""
-    verdict = iso.verdict or judge(iso.n, iso.tests, iso.threshold, iso.min_busbw)
+    verdict = iso.judged()
     details = isolate_details(iso, hosts, nbytes)
     keep = ("mode", "bytes", "slow_nodes", "slow_links", "suspects", "rounds",
             "median_busbw_gbps", "threshold", "slow_below_gbps")
@@ -88,7 +88,7 @@ def _why_slow(iso: Isolation, verdict: Verdict, node: int, hosts: list[str]) -> 
 def isolate_check(iso: Isolation, hosts: list[str], nbytes: int) -> CheckResult:
     """Pass when nothing is slow; fail naming the slow nodes and links (category degraded);
     warn when suspects could not be confirmed."""
-    verdict = iso.verdict or judge(iso.n, iso.tests, iso.threshold, iso.min_busbw)
+    verdict = iso.judged()
     details = isolate_details(iso, hosts, nbytes)
     tested = (f"{len(iso.tests)} pair tests of {format_size(nbytes)} in {len(iso.rounds)} "
               f"rounds over {iso.n} nodes; median pair {verdict.median_gbps:.3g} GB/s busbw")
