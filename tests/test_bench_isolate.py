@@ -281,6 +281,21 @@ def test_the_heat_map_matrix_is_symmetric_and_keeps_the_lowest_test():
     assert matrix[1][2] == 4.0 and matrix[0][3] == 40.0
 
 
+def test_plot_draws_the_curve_and_the_pair_matrix(tmp_path):
+    pytest.importorskip("matplotlib")  # the optional `plot` extra
+    from ncclcheck.bench.plot import draw
+    iso = isolate("nodes", 6, model({3}))
+    details = {**isolate_check(iso, HOSTS, 1024).details,
+               "per_node": section(iso, HOSTS, 1024)["per_node"]}
+    bench = {"backend": "gloo", "world_size": 6, "dtype": "float32",
+             "rows": [{"bytes": 1024, "busbw_gbps": 0.1}, {"bytes": 4096, "busbw_gbps": 0.3}]}
+    both, curve = tmp_path / "both.png", tmp_path / "curve.png"
+    draw(bench, str(both), details)
+    draw(bench, str(curve))
+    assert both.read_bytes()[:8] == curve.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert both.stat().st_size > curve.stat().st_size  # a second panel
+
+
 def _sweep(hosts: dict[int, str], error: bool = False) -> SweepResult:
     result = SweepResult("gloo", len(hosts), "float32", 5, 1, [1024, 1 << 20], 10.0)
     result.outcomes = {r: {"host": h, "rows": [], **({"error": {"kind": "timeout"}}
