@@ -43,7 +43,19 @@ def isolate(cluster, mode: str, *extra: str) -> tuple[dict, float, list]:
     outs = collect(procs, TIMEOUT + 30)
     elapsed = time.monotonic() - began
     assert outs[0][1].strip(), [err[-2000:] for _, _, err in outs]
-    return json.loads(outs[0][1]), elapsed, outs
+    doc = json.loads(outs[0][1])
+    show(doc, mode, elapsed)
+    return doc, elapsed, outs
+
+
+def show(doc: dict, mode: str, elapsed: float) -> None:
+    """One line per run for the log (pytest -s): what was named, in how many rounds, how long."""
+    check = verdict(doc)
+    details = check["details"]
+    rounds = ", ".join(f"{r['kind']} {r['seconds']:.1f} s" for r in details.get("round_log", []))
+    print(f"\n--isolate {mode}: {check['status']}, slow_nodes={details.get('slow_nodes')} "
+          f"slow_links={details.get('slow_links')} rounds={details.get('rounds')} ({rounds}); "
+          f"median pair {details.get('median_busbw_gbps')} GB/s; whole run {elapsed:.1f} s")
 
 
 def verdict(doc: dict) -> dict:

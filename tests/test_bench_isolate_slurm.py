@@ -16,14 +16,13 @@ import pytest
 from conftest import require_netns, require_slurm
 from netns import Cluster
 from slurm_nodes import NodesSlurm
+from test_bench_isolate_netns import SWEEP, show, verdict
 
 pytestmark = [pytest.mark.slurm, pytest.mark.netns, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[1]
 NODES = 6
 TIMEOUT = 120
-SWEEP = ["--backend", "gloo", "--max-bytes", "4M", "--factor", "64", "--iters", "5",
-         "--warmup", "1"]
 
 
 @pytest.fixture(scope="module")
@@ -60,11 +59,9 @@ def srun_isolate(slurm: NodesSlurm, mode: str, *extra: str) -> tuple[dict, float
                      cwd=ROOT)
     elapsed = time.monotonic() - began
     assert done.stdout.strip(), done.stderr[-3000:]
-    return json.loads(done.stdout), elapsed, done.stderr
-
-
-def verdict(doc: dict) -> dict:
-    return next(c for c in doc["checks"] if c["id"] == "bench.isolate")
+    doc = json.loads(done.stdout)
+    show(doc, mode, elapsed)
+    return doc, elapsed, done.stderr
 
 
 def test_srun_names_the_slow_node_and_drains_exactly_it(slurm):
