@@ -51,6 +51,7 @@ class Category(str, enum.Enum):
     RANK_CRASHED = "rank_crashed"
     CONFIGURATION = "configuration"
     DESYNC = "desync"
+    DEGRADED = "degraded"
     OTHER = "other"
 
 
@@ -186,11 +187,13 @@ class BenchSection:
     nccl_version: str | None
     reference: dict[str, Any] | None
     plot: str | None = None  # the file the curve was drawn into, when one was
+    isolate: dict[str, Any] | None = None  # --isolate: verdict and one line per node
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        if self.plot is None:
-            del data["plot"]
+        for optional in ("plot", "isolate"):
+            if data[optional] is None:
+                del data[optional]
         return data
 
 

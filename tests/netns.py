@@ -108,9 +108,45 @@ class Cluster:
             for pid in pids:
                 _sh("kill", "-9", pid, check=False)
             _sh("ip", "netns", "del", node.netns, check=False)
-            _sh("ip", "link", "del", f"{self.tag}v{node.index}"[:15], check=False)
+            _sh("ip", "link", "del", self.outer(node.index), check=False)
         _sh("ip", "link", "del", self.bridge, check=False)
         self.members = []
+
+    # -- shaping (htb and tbf with u32 filters are what this kernel offers; not netem) --------
+    def outer(self, i: int) -> str:
+        """Node i's veth end on the bridge (traffic towards the node leaves through it)."""
+        return f"{self.tag}v{i}"[:15]
+
+    def slow_node(self, i: int, rate: str = "30mbit") -> None:
+        """Every byte to and from node i at ``rate``: htb on its eth0 (what it sends) and on
+        its bridge-side veth (what it receives)."""
+        for netns, dev in ((self.members[i].netns, self.ifname), (None, self.outer(i))):
+            prefix = ["ip", "netns", "exec", netns] if netns else []
+            _sh(*prefix, "tc", "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb",
+                "default", "10")
+            _sh(*prefix, "tc", "class", "add", "dev", dev, "parent", "1:", "classid", "1:10",
+                "htb", "rate", rate, "ceil", rate)
+
+    def slow_link(self, i: int, j: int, rate: str = "30mbit") -> None:
+        """Only the traffic between nodes i and j at ``rate``: on each end an htb class at the
+        rate, chosen by a u32 filter on the peer's address; everything else unshaped."""
+        for me, peer in ((i, j), (j, i)):
+            netns, address = self.members[me].netns, self.members[peer].address
+            self.ns(netns, "tc", "qdisc", "add", "dev", self.ifname, "root", "handle", "1:",
+                    "htb", "default", "10")
+            self.ns(netns, "tc", "class", "add", "dev", self.ifname, "parent", "1:", "classid",
+                    "1:10", "htb", "rate", "10gbit")
+            self.ns(netns, "tc", "class", "add", "dev", self.ifname, "parent", "1:", "classid",
+                    "1:20", "htb", "rate", rate, "ceil", rate)
+            self.ns(netns, "tc", "filter", "add", "dev", self.ifname, "parent", "1:", "protocol",
+                    "ip", "prio", "1", "u32", "match", "ip", "dst", f"{address}/32", "flowid",
+                    "1:20")
+
+    def unshape(self) -> None:
+        """Every node back to full speed (no qdisc left by slow_node or slow_link)."""
+        for node in self.members:
+            self.ns(node.netns, "tc", "qdisc", "del", "dev", self.ifname, "root", check=False)
+            _sh("tc", "qdisc", "del", "dev", self.outer(node.index), "root", check=False)
 
     # -- running things inside ---------------------------------------------------------------
     @staticmethod

@@ -62,8 +62,11 @@ def _run_smoke(name: str, deadline: float) -> subprocess.CompletedProcess:
     """``python benchmarks/NAME --smoke`` in its own process group, which is killed whole
     (worker and publisher processes too) when it runs past ``deadline`` seconds."""
     argv = [sys.executable, str(ROOT / "benchmarks" / name), "--smoke"]
+    # the package of this checkout, not whichever one the interpreter has installed
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
     child = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, start_new_session=True)
+                             text=True, start_new_session=True,
+                             env=dict(os.environ, PYTHONPATH=path))
     try:
         stdout, stderr = child.communicate(timeout=deadline)
     except subprocess.TimeoutExpired:

@@ -11,6 +11,7 @@ import click
 
 from ncclcheck.cli_params import FiniteFloat, writable_path
 
+from .isolate import DEFAULT_THRESHOLD, MODES
 from .options import BACKENDS, BenchOptions
 from .plot import PLOT_SUFFIXES, plot_missing_reason
 from .sizes import DTYPES, parse_size
@@ -55,7 +56,14 @@ def bench_options(func: Callable) -> Callable:
                      help="Fail when the peak bus bandwidth is below GBPS (GB/s)."),
         click.option("--plot", type=writable_path, metavar="FILE",
                      help="Draw busbw against size into FILE (.png, .svg or .pdf; needs "
-                          "pip install 'ncclcheck[plot]')."),
+                          "pip install 'ncclcheck[plot]'); with --isolate, the pair matrix too."),
+        click.option("--isolate", type=click.Choice(MODES), default=None,
+                     help="After the sweep, pair tests between nodes that name slow nodes "
+                          "(nodes: a few rounds) or slow links too (links: every pair)."),
+        click.option("--isolate-threshold", type=FiniteFloat(min=0, max=1, min_open=True,
+                                                             max_open=True),
+                     default=DEFAULT_THRESHOLD, show_default=True, metavar="FRACTION",
+                     help="--isolate: a pair is slow below FRACTION of the median pair's busbw."),
     ]
     for decorator in reversed(decorators):
         func = decorator(func)
@@ -64,7 +72,8 @@ def bench_options(func: Callable) -> Callable:
 
 def make_options(backend: str, nproc: int, min_bytes: int | None, max_bytes: int | None,
                  factor: float | None, iters: int | None, warmup: int | None, dtype: str,
-                 min_busbw: float | None, plot: str | None) -> BenchOptions:
+                 min_busbw: float | None, plot: str | None, isolate: str | None = None,
+                 isolate_threshold: float = DEFAULT_THRESHOLD) -> BenchOptions:
     """Validate what click cannot see alone; raises click.UsageError with one line."""
     if min_bytes is not None and max_bytes is not None and min_bytes > max_bytes:
         raise click.UsageError(f"--min-bytes ({min_bytes}) is above --max-bytes ({max_bytes})")
@@ -76,4 +85,4 @@ def make_options(backend: str, nproc: int, min_bytes: int | None, max_bytes: int
         if reason:
             raise click.UsageError(reason)
     return BenchOptions(backend, nproc, min_bytes, max_bytes, factor, iters, warmup, dtype,
-                        min_busbw, plot)
+                        min_busbw, plot, isolate=isolate, isolate_threshold=isolate_threshold)

@@ -26,6 +26,8 @@ class BenchOptions:
     min_busbw: float | None = None
     plot: str | None = None
     quick: bool = False
+    isolate: str | None = None       # "nodes" | "links": pair tests after the sweep
+    isolate_threshold: float = 0.7  # a pair is slow below this fraction of the median pair
 
     @classmethod
     def for_run(cls) -> "BenchOptions":

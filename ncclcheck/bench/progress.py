@@ -53,3 +53,22 @@ class Progress:
         if self.tty and self.drawn:
             self.stream.write("\n")
             self.stream.flush()
+
+
+class IsolateProgress:
+    """One stderr line per round of pair tests (rank 0 only): its kind, its pairs, its wall
+    time and its slowest pair, so a long run of rounds shows where it is."""
+
+    def __init__(self, hosts: list[str], mode: str, stream: TextIO | None = None) -> None:
+        self.hosts = hosts
+        self.mode = mode
+        self.stream = stream if stream is not None else sys.stderr
+
+    def round(self, index: int, rnd: Any, tests: list[Any], seconds: float) -> None:
+        worst = min(tests, key=lambda t: t.busbw_gbps, default=None)
+        slowest = "" if worst is None else (
+            f"; slowest {self.hosts[worst.a]}-{self.hosts[worst.b]} "
+            + (f"failed ({worst.error})" if worst.error else f"{worst.busbw_gbps:.3g} GB/s"))
+        self.stream.write(f"bench: isolate {self.mode}: round {index + 1} ({rnd.kind}), "
+                          f"{len(rnd.pairs)} pairs in {seconds:.1f} s{slowest}\n")
+        self.stream.flush()

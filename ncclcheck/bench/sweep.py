@@ -35,8 +35,10 @@ def run_standalone(config: SweepConfig, nproc: int, env: dict[str, str], deadlin
 
 
 def run_on_cluster(config: SweepConfig, session: Any, deadline: float,
-                   on_event: Callable[[dict[str, Any]], None] | None = None) -> SweepResult | None:
+                   on_event: Callable[[dict[str, Any]], None] | None = None,
+                   keep_group: bool = False) -> SweepResult | None:
     """This rank's part of the sweep; rank 0 returns the job's result, the others None.
+    ``keep_group``: leave the default process group up for the pair tests (pairs.py).
 
     Keys live under the store prefix "bench": device/R (NCCL device identity), pg/* (the
     process group), progress/R (last size started), result/R (the rank's outcome).
@@ -54,7 +56,7 @@ def run_on_cluster(config: SweepConfig, session: Any, deadline: float,
             on_event(event)
 
     outcome = RankSweep(config, store, rank, world, int(session.local_rank or 0),
-                        str(session.host), emit).run()
+                        str(session.host), emit, keep_group).run()
     store.set(f"result/{rank}", json.dumps(outcome.to_dict()))
     store.add("results", 1)
     if rank != 0:

@@ -118,8 +118,9 @@ class RankSweep:
     """The sweep on one rank. ``store`` is a c10d store shared by the ranks (already prefixed)."""
 
     def __init__(self, config: SweepConfig, store: Any, rank: int, world_size: int,
-                 local_rank: int, host: str, emit: Emit) -> None:
+                 local_rank: int, host: str, emit: Emit, keep_group: bool = False) -> None:
         self.config = config
+        self.keep_group = keep_group  # --isolate: the pair tests build subgroups on it
         self.store = store
         self.rank = rank
         self.world_size = world_size
@@ -290,7 +291,7 @@ class RankSweep:
                                   "exception": type(exc).__name__, "step": step,
                                   "bytes": self.config.sizes[step] if step >= 0 else None}
         finally:
-            if dist is not None and self.outcome.error is None:
+            if dist is not None and self.outcome.error is None and not self.keep_group:
                 try:
                     dist.destroy_process_group()
                 except Exception:

@@ -6,7 +6,10 @@ reaches beyond the nodes the failing checks name; running ``scontrol`` is a sepa
 a deadline, and what it did comes back as data the report can show.
 
 Which node a failing check is about:
-- its ``host`` (every result of a rank carries one in cluster mode);
+- the hosts in its ``details.slow_nodes``, when it has that list (``bench.isolate``: rank 0
+  reports it, but it is about the slow nodes only; an empty list, a slow link alone, drains
+  nothing);
+- else its ``host`` (every result of a rank carries one in cluster mode);
 - else its ``rank``, through the job's rank -> host map;
 - else, for a job-wide check, the hosts it names in ``details.odd_hosts`` or
   ``details.hosts``, and the ranks it names in ``details.ranks``.
@@ -98,6 +101,9 @@ def drain_reason(checks: Iterable[CheckResult], limit: int = REASON_LIMIT) -> st
 
 
 def _hosts_named(check: CheckResult, rank_hosts: Mapping[int, str]) -> list[str]:
+    named = check.details.get("slow_nodes")
+    if isinstance(named, list):
+        return list(dict.fromkeys(h for h in named if isinstance(h, str) and h))
     if check.host:
         return [check.host]
     if check.rank is not None:

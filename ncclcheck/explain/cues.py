@@ -109,6 +109,10 @@ GENERAL_FIX: dict[Category, str] = {
     _C.DESYNC: "Find where the ranks' code paths part: the culprit rank's own log and the code "
                "at its last recorded frame (a collective skipped or called in another order, a "
                "data-dependent branch, an uneven last batch).",
+    _C.DEGRADED: "Compare the node or link named with its peers (`ncclcheck bench --isolate "
+                 "nodes` under the job's launcher): NIC link speed and errors, the GPU's PCIe "
+                 "link width and generation, cables, switch ports; take it out of the job until "
+                 "it is fixed.",
     _C.OTHER: "Read the error line named above; no known category fits it.",
 }
 

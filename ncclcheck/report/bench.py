@@ -57,4 +57,31 @@ def bench_table(bench: dict[str, Any]) -> str:
     if reference:
         lines.append(f"# Reference busbw      : {reference['busbw_gbps']:g} ({reference['title']})")
     lines.append("#")
+    if bench.get("isolate"):
+        lines += isolate_lines(bench["isolate"])
     return "\n".join(lines)
+
+
+def isolate_lines(isolate: dict[str, Any]) -> list[str]:
+    """--isolate: the slow nodes and links first, then one compact line per node."""
+    per_node = isolate.get("per_node", [])
+    lines = [f"# isolate {isolate.get('mode')}: {len(per_node)} nodes, {isolate.get('pairs')} "
+             f"pair tests of {isolate.get('bytes')} bytes in {isolate.get('rounds')} rounds; "
+             f"median pair busbw {isolate.get('median_busbw_gbps', 0):g} GB/s, slow below "
+             f"{isolate.get('slow_below_gbps', 0):g}"]
+    lines += [f"# SLOW node    {host}" for host in isolate.get("slow_nodes", [])]
+    lines += [f"# SLOW link    {a} - {b}" for a, b in isolate.get("slow_links", [])]
+    lines += [f"# suspect      {host} (not confirmed)" for host in isolate.get("suspects", [])]
+    if not (isolate.get("slow_nodes") or isolate.get("slow_links") or isolate.get("suspects")):
+        lines.append("# nothing slow")
+    width = max([len(line["host"]) for line in per_node] + [4])
+    lines.append(f"#   {'host':<{width}}  pairs  slow   median    worst  partners")
+    for line in per_node:
+        median = line.get("median_busbw_gbps")
+        worst = line.get("min_busbw_gbps")
+        lines.append(f"#   {line['host']:<{width}}  {line['pairs']:5d}  {line['slow_pairs']:4d}  "
+                     f"{'-' if median is None else f'{median:7.3g}':>7}  "
+                     f"{'-' if worst is None else f'{worst:7.3g}':>7}  "
+                     f"{' '.join(line.get('partners', []))}")
+    lines.append("#")
+    return lines
