@@ -117,7 +117,7 @@ class Cluster:
         """Node i's veth end on the bridge (traffic towards the node leaves through it)."""
         return f"{self.tag}v{i}"[:15]
 
-    def slow_node(self, i: int, rate: str = "30mbit") -> None:
+    def slow_node(self, i: int, rate: str = "100mbit") -> None:
         """Every byte to and from node i at ``rate``: htb on its eth0 (what it sends) and on
         its bridge-side veth (what it receives)."""
         for netns, dev in ((self.members[i].netns, self.ifname), (None, self.outer(i))):
@@ -127,7 +127,7 @@ class Cluster:
             _sh(*prefix, "tc", "class", "add", "dev", dev, "parent", "1:", "classid", "1:10",
                 "htb", "rate", rate, "ceil", rate)
 
-    def slow_link(self, i: int, j: int, rate: str = "30mbit") -> None:
+    def slow_link(self, i: int, j: int, rate: str = "100mbit") -> None:
         """Only the traffic between nodes i and j at ``rate``: on each end an htb class at the
         rate, chosen by a u32 filter on the peer's address; everything else unshaped."""
         for me, peer in ((i, j), (j, i)):
