@@ -4,8 +4,8 @@ MASTER_ADDR), Gloo over the namespaces' eth0.
 
 A slow node is htb at 100 Mbit/s (50 times below an unshaped pair here) on its eth0 and on
 its bridge-side veth; a slow link is an htb class at that rate chosen by a u32 filter on the
-peer's address, on both ends. Real: every process, the TCPStore, Gloo's TCP transport and the kernel's shaping; only the
-machines are simulated.
+peer's address, on both ends. Real: every process, the TCPStore, Gloo's TCP transport and
+the kernel's shaping; only the machines are simulated.
 """
 
 from __future__ import annotations
