@@ -52,7 +52,7 @@ def row(check_id: str, passing: Passing | None, others: list[CheckResult],
     unit = "node" if scope == "node" else "rank"
     total = sum(counts.values())
     bad = [m for m in others if m.status == status]
-    rep = passing.first if status is Status.PASS and passing is not None else bad[0]
+    rep = passing.result() if status is Status.PASS and passing is not None else bad[0]
     where = by_host(((m.host, m.rank) for m in bad), scope)
     if status is Status.PASS and passing is not None:
         where = by_host([(rep.host, rep.rank)], scope) if passing.count == 1 else \

@@ -14,15 +14,17 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from ncclcheck.model import CheckResult, Status
+from ncclcheck.probes.nccl import VERSION as NCCL_VERSION
 
 from .ranges import rank_ranges
 
 
 @dataclass
 class Passing:
-    """One check id's passing results: the ranks and hosts, and the lowest rank's result."""
+    """One check id's passing results: the ranks and hosts, and the lowest rank's result (as
+    a report holds it: rank 0 turns only the one it shows back into a ``CheckResult``)."""
 
-    first: CheckResult
+    first: dict[str, Any]
     ranks: list[int] = field(default_factory=list)
     hosts: set[str] = field(default_factory=set)
     varied: bool = False  # the wording differs between ranks (their own rank in it)
@@ -31,14 +33,18 @@ class Passing:
     def count(self) -> int:
         return len(self.ranks)
 
+    def result(self) -> CheckResult:
+        """The lowest rank's result."""
+        return CheckResult.from_dict(self.first)
+
     def entry(self) -> CheckResult:
         """The report's one entry for these results: ranks as ranges, hosts counted."""
         first = self.first
-        return CheckResult(first.id, Status.PASS, first.summary, first.details,
+        return CheckResult(first["id"], Status.PASS, first["summary"], first.get("details") or {},
                            ranks=rank_ranges(self.ranks), hosts=len(self.hosts))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"first": self.first.to_dict(), "ranks": self.ranks, "hosts": sorted(self.hosts),
+        return {"first": self.first, "ranks": self.ranks, "hosts": sorted(self.hosts),
                 "varied": self.varied}
 
 
@@ -50,6 +56,9 @@ class Fold:
     passing: dict[str, Passing] = field(default_factory=dict)
     others: list[CheckResult] = field(default_factory=list)  # every result not a pass
     every: list[CheckResult] | None = None  # every result, when per rank was asked for
+    # host -> the NCCL version its library reported (nccl.version), which cluster.versions
+    # compares across nodes even where every node passed
+    nccl: dict[str, str] = field(default_factory=dict)
 
     @property
     def results(self) -> int:
@@ -61,19 +70,21 @@ class Fold:
             self.order.append(result.id)
         if self.every is not None:
             self.every.append(result)
+        if result.id == NCCL_VERSION.id and result.host and result.details.get("version"):
+            self.nccl[result.host] = str(result.details["version"])
         if result.status is not Status.PASS or result.rank is None:
             self.others.append(result)
             return
         group = self.passing.get(result.id)
         if group is None:
-            self.passing[result.id] = Passing(result, [result.rank], {result.host or ""})
+            self.passing[result.id] = Passing(result.to_dict(), [result.rank], {result.host or ""})
             return
         group.ranks.append(result.rank)
         group.hosts.add(result.host or "")
-        if result.summary != group.first.summary:
+        if result.summary != group.first["summary"]:
             group.varied = True
-        if group.first.rank is None or result.rank < group.first.rank:
-            group.first = result
+        if result.rank < group.first["rank"]:
+            group.first = result.to_dict()
 
     def __post_init__(self) -> None:
         self._ids: set[str] = set(self.order)  # ``order`` as a set, for ``add``
@@ -96,19 +107,20 @@ class Fold:
     def to_dict(self) -> dict[str, Any]:
         return {"order": self.order, "passing": [p.to_dict() for p in self.passing.values()],
                 "others": [r.to_dict() for r in self.others],
-                "every": None if self.every is None else [r.to_dict() for r in self.every]}
+                "every": None if self.every is None else [r.to_dict() for r in self.every],
+                "nccl": self.nccl}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Fold":
         passing = {}
         for p in data.get("passing") or []:
-            first = CheckResult.from_dict(p["first"])
-            passing[first.id] = Passing(first, list(p["ranks"]), set(p["hosts"]),
-                                        bool(p.get("varied")))
+            passing[p["first"]["id"]] = Passing(p["first"], list(p["ranks"]), set(p["hosts"]),
+                                                bool(p.get("varied")))
         every = data.get("every")
         return cls(list(data.get("order") or []), passing,
                    [CheckResult.from_dict(r) for r in data.get("others") or []],
-                   None if every is None else [CheckResult.from_dict(r) for r in every])
+                   None if every is None else [CheckResult.from_dict(r) for r in every],
+                   dict(data.get("nccl") or {}))
 
 
 def _rank_order(result: CheckResult) -> tuple[int, int]:
@@ -143,10 +155,11 @@ def merge(folds: Iterable[Fold], per_rank: bool = False) -> Fold:
             into.ranks += group.ranks
             into.hosts |= group.hosts
             into.varied = (into.varied or group.varied
-                           or group.first.summary != into.first.summary)
-            if _rank_order(group.first) < _rank_order(into.first):
+                           or group.first["summary"] != into.first["summary"])
+            if group.first["rank"] < into.first["rank"]:
                 into.first = group.first
         merged.others += part.others
+        merged.nccl.update(part.nccl)
         if merged.every is not None:
             merged.every += part.every or []
     merged.__post_init__()

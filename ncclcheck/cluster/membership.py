@@ -41,7 +41,9 @@ class Variants:
         self._index: dict[str, int] = {}
 
     def number(self, variant: dict[str, Any]) -> int:
-        text = json.dumps(variant, sort_keys=True, default=str)
+        # ncclcheck builds every variant in one key order, so its repr names it (a variant
+        # written in another order would only be stored twice, never mistaken for another)
+        text = repr(variant)
         found = self._index.get(text)
         if found is None:
             found = self._index[text] = len(self.values)
