@@ -15,9 +15,11 @@ are folded here the same way.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import time
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from ncclcheck.model import CheckResult, FamilyOutput, passed
 from ncclcheck.probes import FAMILIES
@@ -32,6 +34,20 @@ from .session import STORE, ClusterSession, key
 from .state import Findings, Job
 
 POLL_S = 0.05
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """A 100k-rank job's reports are hundreds of thousands of small objects that all stay
+    alive until the report is out: the cycle collector would only rescan them, again and
+    again, so it waits until they are read."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def wait_for_reports(session: ClusterSession, slots: int, deadline: float) -> None:
@@ -61,6 +77,12 @@ def read_gathered(session: ClusterSession, world_size: int, local_world_size: in
     """Wait for the reports until ``deadline``, then read every announcement, report and node
     summary in one multi_get each; one member per process."""
     wait_for_reports(session, expect.slots if expect else world_size, deadline)
+    with _collector_paused():
+        return _read(session, world_size, local_world_size, expect, per_rank)
+
+
+def _read(session: ClusterSession, world_size: int, local_world_size: int | None,
+          expect: Expectation | None, per_rank: bool) -> Read:
     slots = session.store.add(key("slots"), 0)
     hellos = session.read_present([key("hello", s) for s in range(1, slots + 1)],
                                   0.5 if slots else 0)
@@ -122,6 +144,11 @@ def gather_job(session: ClusterSession, job: Job, own: FamilyOutput) -> Findings
 def findings_of(session: ClusterSession, job: Job, read: Read, own: FamilyOutput) -> Findings:
     """The job report's findings from what rank 0 read: the folded results, the job-wide
     checks and rows, and ``context.cluster``."""
+    with _collector_paused():
+        return _findings(session, job, read, own)
+
+
+def _findings(session: ClusterSession, job: Job, read: Read, own: FamilyOutput) -> Findings:
     folded = read.folded
     if not folded.results:  # rank 0's own report is always there unless the store misbehaved
         folded = fold(own.checks, job.per_rank)
