@@ -24,7 +24,7 @@ from ncclcheck.model import CheckResult
 from .fold import fold
 from .membership import Variants, split_identity
 from .reach import is_local_address, port_is_free, reach
-from .session import ACK_WAIT_S, POLL_S, ClusterSession, key, open_store
+from .session import ACK_WAIT_S, POLL_S, STORE, ClusterSession, key, open_store
 from .state import Findings, Job
 from .store_errors import StoreUnavailable
 
@@ -116,7 +116,7 @@ class NodeHub:
             self.close({"exit": found.verdict.code, "status": found.verdict.status,
                         "included": included})
             return
-        row = next((c for c in found.checks if c.id == "cluster.store"), None)
+        row = next((c for c in found.checks if c.id == STORE.id), None)
         self.close({"exit": 1, "included": [],
                     "why": row.summary if row else (found.alone or "no job report"),
                     "category": row.category.value if row and row.category else "connection"})
