@@ -99,8 +99,10 @@ def _mine(job: Job) -> dict:
 
 
 def _open_hub(job: Job, port: int | None) -> NodeHub | None:
-    """A node leader's own store for the other ranks of its node, when the job relays."""
-    if port is None or _mine(job)["local_rank"] != 0 or not relays(job):
+    """A node leader's own store for the other ranks of its node, when the job relays. Never
+    on rank 0, whose port it is (MASTER_ADDR may reach rank 0's host through an address that
+    is not its own, a NAT or a service address)."""
+    if port is None or job.rank == 0 or _mine(job)["local_rank"] != 0 or not relays(job):
         return None
     return open_hub(job, _mine(job), port)
 
