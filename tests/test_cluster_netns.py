@@ -68,6 +68,8 @@ def test_two_nodes_under_torchrun_one_job_report(netns_cluster):
     rank_entries = [c for c in doc["checks"] if c["id"] == "ranks.rank"]
     assert [(c["ranks"], c["hosts"]) for c in rank_entries] == [("0-3", 2)]  # grouped
     assert doc["context"]["cluster"]["ranks_by_host"] == {"node0": "0-1", "node1": "2-3"}
+    # node1's rank 3 reported through its leader (rank 2), node0's ranks to rank 0 directly
+    assert doc["context"]["cluster"]["relayed_hosts"] == 1
     assert check(doc, "cluster.hosts")["summary"] == "2 hosts, 2 ranks each"
     assert doc["context"]["cluster"]["hosts"] == "node0: ranks 0-1; node1: ranks 2-3"
     store = check(doc, "cluster.store")["details"]

@@ -105,6 +105,7 @@ def test_a_node_relays_and_rank_0_names_every_rank_once():
     read = read_gathered(rank0, WORLD, PER_NODE, time.monotonic() + 0.5, job_of(0).expect)
     assert len(read.gathered.members) == 8 and len(read.gathered.reported_slots) == 7
     assert read.included == [1, 2, 3, 4, 5]  # rank 0's store: node 0's four, node 1's leader
+    assert read.relayed == ["node1"]
     found = findings_of(rank0, job_of(0), read, FamilyOutput())
     checks = found.checks
     local = [c for c in checks if c.id == "ranks.local_rank"]

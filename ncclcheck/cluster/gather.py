@@ -69,6 +69,7 @@ class Read:
     gathered: Gathered
     folded: Fold
     included: list[int]
+    relayed: list[str]  # the hosts whose leader delivered a node summary
 
 
 def read_gathered(session: ClusterSession, world_size: int, local_world_size: int | None,
@@ -125,7 +126,8 @@ def _read(session: ClusterSession, world_size: int, local_world_size: int | None
     gathered = Gathered(world_size, members, reported, local_world_size, expect=expect,
                         variants=variants.values)
     included = sorted(slot for slot in reported if slot <= slots)
-    return Read(gathered, merge(folds, per_rank), included)
+    return Read(gathered, merge(folds, per_rank), included,
+                sorted(str(s.get("host")) for s in summaries))
 
 
 def _order(rank: Any, slot: int) -> tuple[int, int]:
@@ -157,7 +159,8 @@ def _findings(session: ClusterSession, job: Job, read: Read, own: FamilyOutput) 
     shown = rows(folded, _scopes()) + [
         dataclasses.replace(c, host=c.details.get("where") or c.host) for c in job_checks]
     return Findings(folded.entries() + job_checks, own.bench, rows=shown,
-                    cluster=cluster_context(read.gathered, shown, job.per_rank),
+                    cluster=dict(cluster_context(read.gathered, shown, job.per_rank),
+                                 relayed_hosts=len(read.relayed)),
                     session=session, included=read.included)
 
 
