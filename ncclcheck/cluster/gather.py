@@ -75,8 +75,9 @@ class Read:
 def read_gathered(session: ClusterSession, world_size: int, local_world_size: int | None,
                   deadline: float, expect: Expectation | None = None,
                   per_rank: bool = False) -> Read:
-    """Wait for the reports until ``deadline``, then read every announcement, report and node
-    summary in one multi_get each; one member per process."""
+    """Wait for the reports until ``deadline``, then read every announcement and report (a
+    leader's with its node's summary), a few hundred keys per request; one member per
+    process."""
     wait_for_reports(session, expect.slots if expect else world_size, deadline)
     with _collector_paused():
         return _read(session, world_size, local_world_size, expect, per_rank)

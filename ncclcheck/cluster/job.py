@@ -110,7 +110,7 @@ def _open_hub(job: Job, port: int | None) -> NodeHub | None:
 def _connect(job: Job, port: int | None, may_relay: bool) -> ClusterSession:
     """This rank's session: on its node leader's store when the node relays (and a leader
     answers in time), else on rank 0's."""
-    layout, address, rank = job.layout, job.layout.master_addr, job.rank
+    address, rank = job.layout.master_addr, job.rank
     if not address or port is None:
         raise StoreUnavailable(
             Category.CONFIGURATION, "job-wide checks not run: without MASTER_ADDR and "

@@ -10,7 +10,6 @@ launch actually has. Every function is pure.
 from __future__ import annotations
 
 import json
-import json
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
