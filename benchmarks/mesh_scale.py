@@ -7,7 +7,7 @@ until the last one finished its mesh.
 Above --full-max nodes the plan switches from a full mesh to ring + random peers.
 
     python benchmarks/mesh_scale.py --nodes 8 32 64 --full-max 32
-    python benchmarks/mesh_scale.py --nodes 1024   # 1,024 nodes: a minute on 2 cores
+    python benchmarks/mesh_scale.py --nodes 1024 --workers 8   # minutes, thousands of threads
     python benchmarks/mesh_scale.py --smoke   # 4 nodes (full mesh) and 8 (ring + random): seconds
 
 Exits non-zero when a node does not finish its mesh or a dial fails (on loopback, a fault).
