@@ -58,6 +58,13 @@ def _remember_local(ctx: click.Context, param: click.Parameter, value: bool):
     return value
 
 
+def _remember_per_rank(ctx: click.Context, param: click.Parameter, value: bool):
+    """--per-rank reaches _run through the click context, as --local does."""
+    if value:
+        ctx.meta["ncclcheck.per_rank"] = True
+    return value
+
+
 def probe_options(func: Callable) -> Callable:
     """Options every probe command takes (see docs/cli.md)."""
     decorators = [
@@ -88,6 +95,9 @@ def probe_options(func: Callable) -> Callable:
         click.option("--local", is_flag=True, expose_value=False, callback=_remember_local,
                      help="Check this process only, no gathering, even under a launcher "
                           "(e.g. with a job's environment copied into a shell)."),
+        click.option("--per-rank", is_flag=True, expose_value=False, callback=_remember_per_rank,
+                     help="Cluster mode JSON: every rank's result for every check (default: "
+                          "passing results grouped per check, the others per rank)."),
     ]
     for decorator in reversed(decorators):
         func = decorator(func)
@@ -106,7 +116,8 @@ def _run(families: list[str], fmt: str, junit: str | None, timeout: float, stric
                       started=started)
     meta = context.meta
     output = Output(fmt, junit, strict, prom_file=meta.get("ncclcheck.prom_file"),
-                    on_fail=meta.get("ncclcheck.on_fail"))
+                    on_fail=meta.get("ncclcheck.on_fail"),
+                    per_rank=bool(meta.get("ncclcheck.per_rank")))
     outcome = check(request, output=output, store_port=meta.get("ncclcheck.store_port"),
                     local=bool(meta.get("ncclcheck.local")))
     sys.exit(finish(outcome))

@@ -74,6 +74,8 @@ class CheckResult:
     category: Category | None = None
     host: str | None = None
     rank: int | None = None
+    ranks: str | None = None  # a grouped entry: the ranks it stands for
+    hosts: int | None = None  # a grouped entry: how many hosts they run on
 
     def __post_init__(self) -> None:
         self.status = Status(self.status)
@@ -90,9 +92,12 @@ class CheckResult:
         return self.id.split(".", 1)[0]
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["status"] = self.status.value
-        data["category"] = self.category.value if self.category else None
+        data = {"id": self.id, "status": self.status.value, "summary": self.summary,
+                "details": self.details, "fix": self.fix,
+                "category": self.category.value if self.category else None,
+                "host": self.host, "rank": self.rank}
+        if self.ranks is not None:
+            data["ranks"], data["hosts"] = self.ranks, self.hosts
         return data
 
     @classmethod
@@ -106,6 +111,8 @@ class CheckResult:
             category=Category(data["category"]) if data.get("category") else None,
             host=data.get("host"),
             rank=data.get("rank"),
+            ranks=data.get("ranks"),
+            hosts=data.get("hosts"),
         )
 
 

@@ -34,13 +34,15 @@ ON_FAIL_ACTIONS = ("drain",)
 class Output:
     """Where and how the report goes: stdout in ``fmt``, JUnit to ``junit``, Prometheus text to
     ``prom_file``; ``strict`` makes a warning fail the exit code; ``on_fail="drain"`` drains
-    the Slurm nodes the failing checks are about before the report goes out."""
+    the Slurm nodes the failing checks are about before the report goes out; ``per_rank``
+    keeps every rank's result in a job report (else passing results are grouped per check)."""
 
     fmt: str | None = None  # None: the report is only returned, never printed
     junit: str | None = None
     strict: bool = False
     prom_file: str | None = None
     on_fail: str | None = None  # None or "drain"
+    per_rank: bool = False
 
 
 @dataclass
@@ -159,7 +161,8 @@ def check(request: Request, *, env: Mapping[str, str] | None = None, output: Out
         report = run_checks(request.families, ctx, extra_checks)
         return Outcome(publish(report, output), report)
     # one of several ranks: rank 0 reports for the whole job
-    found = run_cluster(list(request.families), ctx, layout, store_port, list(extra_checks))
+    found = run_cluster(list(request.families), ctx, layout, store_port, list(extra_checks),
+                        per_rank=output.per_rank)
     if found.verdict is not None:  # in rank 0's report: nothing to print here
         return Outcome(found.verdict.code, note=found.verdict.note)
     report = build_report(ctx, found.checks, found.bench, rows=found.rows, cluster=found.cluster)

@@ -18,6 +18,8 @@ import jsonschema
 import pytest
 from procs import collect
 
+from ncclcheck.cluster.ranges import parse_ranges
+
 pytestmark = pytest.mark.slow
 
 SCHEMA = Path(__file__).parents[1] / "docs" / "report.schema.json"
@@ -78,13 +80,20 @@ def test_four_healthy_ranks_one_report_from_rank_0():
     doc = json.loads(outs[0][1])
     jsonschema.validate(doc, json.loads(SCHEMA.read_text()))  # the one documented JSON shape
     assert doc["status"] == "pass"
-    ranks_seen = {c["rank"] for c in doc["checks"] if c["id"].startswith("ranks.")}
-    assert ranks_seen == {0, 1, 2, 3}
-    assert all(c["host"] for c in doc["checks"])
+    # passing results are grouped per check: ranks as ranges, hosts counted
+    grouped = [c for c in doc["checks"] if c.get("ranks") is not None]
+    assert {c["id"] for c in grouped} >= {"ranks.rank", "ranks.launcher", "ranks.master"}
+    assert all(parse_ranges(c["ranks"]) == [0, 1, 2, 3] and c["hosts"] == 1
+               and c["status"] == "pass" and c["rank"] is None for c in grouped)
+    assert len({c["id"] for c in grouped}) == len(grouped)  # one entry per check
+    assert all(c["host"] and c["rank"] in (0, 1, 2, 3) for c in doc["checks"]
+               if c["status"] != "pass" and not c["id"].startswith("cluster."))
+    assert all(c["host"] for c in doc["checks"] if c.get("ranks") is None)
     assert check(doc, "cluster.reported")["status"] == "pass"
     assert doc["context"]["cluster"]["reported"] == 4
     rows = {r["id"]: r for r in doc["context"]["cluster"]["rows"]}
     assert rows["ranks.rank"]["details"]["counts"] == [{"status": "pass", "count": 4}]
+    assert doc["context"]["cluster"]["processes"] == []  # only processes with a problem
     for code, out, err in outs[1:]:
         assert out == ""  # only rank 0 prints the job report
         assert len(err.strip().splitlines()) == 1 and "job status pass" in err

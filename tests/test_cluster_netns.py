@@ -65,8 +65,11 @@ def test_two_nodes_under_torchrun_one_job_report(netns_cluster):
     doc = json.loads(outs[0][1])  # node 0's torchrun carries rank 0's stdout
     assert outs[1][1].strip() == ""  # node 1's ranks print no report
     assert doc["status"] == "pass"
-    by_rank = {(c["host"], c["rank"]) for c in doc["checks"] if c["id"] == "ranks.rank"}
-    assert by_rank == {("node0", 0), ("node0", 1), ("node1", 2), ("node1", 3)}
+    rank_entries = [c for c in doc["checks"] if c["id"] == "ranks.rank"]
+    assert [(c["ranks"], c["hosts"]) for c in rank_entries] == [("0-3", 2)]  # grouped
+    assert doc["context"]["cluster"]["ranks_by_host"] == {"node0": "0-1", "node1": "2-3"}
+    # node1's rank 3 reported through its leader (rank 2), node0's ranks to rank 0 directly
+    assert doc["context"]["cluster"]["relayed_hosts"] == 1
     assert check(doc, "cluster.hosts")["summary"] == "2 hosts, 2 ranks each"
     assert doc["context"]["cluster"]["hosts"] == "node0: ranks 0-1; node1: ranks 2-3"
     store = check(doc, "cluster.store")["details"]
@@ -120,9 +123,10 @@ def test_motivating_launch_names_ranks_4_to_7_and_proposes_8(netns_cluster, orde
     assert "the world size must be 8" in world["summary"]
     assert "WORLD_SIZE=8" in world["fix"] and "Trainer(num_nodes=2, devices=4)" in world["fix"]
     assert check(doc, "cluster.reported")["status"] == "pass"  # no rank that ran is missing
-    processes = doc["context"]["cluster"]["processes"]
-    assert sorted((p["host"], p["rank"]) for p in processes) == [
-        (f"node{r // 4}", r) for r in range(8)]
+    processes = doc["context"]["cluster"]["processes"]  # those with a problem, each once
+    assert sorted((p["host"], p["rank"], p["problems"]) for p in processes) == [
+        ("node1", r, ["outside"]) for r in range(4, 8)]
+    assert doc["context"]["cluster"]["connected"] == 8
     for rank in range(1, 8):
         code, out, err = outs[rank]
         assert code == 1 and out.strip() == "", err[-800:]

@@ -4,7 +4,8 @@ thing whatever order the processes started in, on any mis-numbered launch.
 Each example is a real launch on loopback (real interpreters, rank 0's real TCPStore) with
 generated mis-numberings: duplicated ranks, gaps, out-of-range and negative ranks, a wrong
 WORLD_SIZE, late joiners and a rank killed before it could connect. Every example runs twice,
-in two start orders, and the two reports must name the same failures.
+in two start orders, once with the grouped JSON and once with --per-rank, and the two reports
+must name the same failures.
 """
 
 from __future__ import annotations
@@ -69,13 +70,14 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start(launch: Launch, index: int, port: int) -> subprocess.Popen:
+def start(launch: Launch, index: int, port: int, per_rank: bool) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if not k.startswith(STRIP)}
     env.update(RANK=str(launch.ranks[index]), WORLD_SIZE=str(launch.world_size),
                LOCAL_RANK=str(index), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     # The launch's own count (--nodes x --gpus-per-node) is the number of processes started.
     argv = [sys.executable, "-m", "ncclcheck", "ranks", "--nodes", "1", "--gpus-per-node",
             str(len(launch.ranks)), "--format", "json", "--timeout", str(TIMEOUT)]
+    argv += ["--per-rank"] if per_rank else []
     return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
 
@@ -89,7 +91,7 @@ class Ran:
     seconds: float  # from this process's start to its exit
 
 
-def run(launch: Launch, order: list[int]) -> dict[int, Ran]:
+def run(launch: Launch, order: list[int], per_rank: bool) -> dict[int, Ran]:
     """Start the processes in ``order`` (late ones 2 s after the rest), kill the killed one at
     once, and collect every one, its pipes drained as it runs."""
     port = free_port()
@@ -97,7 +99,7 @@ def run(launch: Launch, order: list[int]) -> dict[int, Ran]:
     for index in [i for i in order if i not in launch.late] + [i for i in order if i in launch.late]:
         if index in launch.late and not any(i in launch.late for i in procs):
             time.sleep(2.0)
-        procs[index] = (start(launch, index, port), time.monotonic())
+        procs[index] = (start(launch, index, port, per_rank), time.monotonic())
         if index == launch.killed:
             procs[index][0].send_signal(signal.SIGKILL)
 
@@ -124,13 +126,23 @@ def failures(doc: dict) -> tuple:
     return job, sorted(per_rank.items())
 
 
-def judge(launch: Launch, ran: dict[int, Ran]) -> tuple:
+def judge(launch: Launch, ran: dict[int, Ran], per_rank: bool) -> tuple:
     for index, result in ran.items():
         assert result.seconds <= TIMEOUT + 5, (index, result.seconds, result.err[-600:])
     doc = json.loads(ran[0].out)
-    processes = doc["context"]["cluster"]["processes"]
+    cluster = doc["context"]["cluster"]
+    processes = cluster["processes"]
     alive = {r.pid for i, r in ran.items() if i != launch.killed}
-    assert Counter(p["pid"] for p in processes) == Counter(alive), processes
+    if per_rank:  # every process, each once
+        assert Counter(p["pid"] for p in processes) == Counter(alive), processes
+    else:  # those with a problem, each once; every process counted
+        assert cluster["connected"] == len(alive), cluster
+        assert all(p["problems"] for p in processes), processes
+        assert Counter(p["pid"] for p in processes) <= Counter(alive), processes
+        # every result of every process that reported is in a row's count, grouped or not
+        for row in cluster["rows"]:
+            if row["id"].startswith("ranks."):
+                assert row["details"]["total"] == cluster["reported"], row
     for index, result in ran.items():
         if index not in (0, launch.killed):
             assert result.out.strip() == "" and result.code == ran[0].code, result.err[-600:]
@@ -143,6 +155,6 @@ def judge(launch: Launch, ran: dict[int, Ran]) -> tuple:
 @given(launches())
 @example(Launch((0, 1, 1, 9, -1, 3, 7, 6), world_size=4, late=frozenset({3}), killed=5))
 def test_every_process_once_and_the_same_verdict_in_any_start_order(launch: Launch):
-    forward = judge(launch, run(launch, list(range(len(launch.ranks)))))
-    backward = judge(launch, run(launch, list(range(len(launch.ranks) - 1, -1, -1))))
+    forward = judge(launch, run(launch, list(range(len(launch.ranks))), False), False)
+    backward = judge(launch, run(launch, list(range(len(launch.ranks) - 1, -1, -1)), True), True)
     assert forward == backward

@@ -19,10 +19,11 @@ def test_ranks_lightning_under_srun_shows_slurm_environment_and_the_devices_mism
     done = slurm_cluster.run(
         ["srun", "-N1", "-n2", "--ntasks-per-node=2", f"--output={out}",
          sys.executable, "-m", "ncclcheck", "ranks", "--lightning", "--devices", "4",
-         "--format", "json"], timeout=240, cwd=tmp_path)
+         "--format", "json", "--per-rank"], timeout=240, cwd=tmp_path)
     assert done.returncode == 1, done.stderr  # a failing check, not a crash or bad usage
     host = socket.gethostname()
-    # one job report, from rank 0, covering both tasks (no MASTER_* needed under srun)
+    # one job report, from rank 0, covering both tasks (no MASTER_* needed under srun), each
+    # task's every result in it (--per-rank)
     report = json.loads((tmp_path / "task-0.json").read_text())
     assert "reported to rank 0" in (tmp_path / "task-1.json").read_text()
     for task in (0, 1):

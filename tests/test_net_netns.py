@@ -175,7 +175,8 @@ def test_mesh_reports_exactly_the_blocked_pair_and_direction(netns_cluster):
         env = child_env(RANK=str(i), WORLD_SIZE="3", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1",
                         NODE_RANK=str(i), MASTER_ADDR=cluster.node(0).address, MASTER_PORT=port)
         procs.append(cluster.popen(i, [PY, "-m", "ncclcheck", "net", "--format", "json",
-                                       "--timeout", "60", "--mesh-connect-timeout", "3"],
+                                       "--per-rank", "--timeout", "60",
+                                       "--mesh-connect-timeout", "3"],
                                    hostname=f"node{i}", env=env))
     outs = []
     for proc in procs:

@@ -45,7 +45,7 @@ def by_rank(report: dict, check_id: str) -> dict[int, dict]:
 
 
 def test_both_ranks_report_a_consistent_layout(tmp_path):
-    proc, outputs = torchrun(tmp_path, "ranks", "--format", "json")
+    proc, outputs = torchrun(tmp_path, "ranks", "--format", "json", "--per-rank")
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = job_report(outputs)
     assert report["status"] == "pass"

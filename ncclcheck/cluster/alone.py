@@ -41,8 +41,17 @@ def findings_alone(job: Job, reason: StoreUnavailable,
 
 
 def lost_store(session: ClusterSession, exc: BaseException) -> StoreUnavailable:
-    """The store went away under this rank: rank 0 died or its host dropped."""
+    """The store went away under this rank: rank 0 (or the node leader it reports through)
+    died or its host dropped."""
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if session.relayed:
+        return StoreUnavailable(
+            Category.RANK_CRASHED,
+            f"lost its node leader's store at {session.address}:{session.port} (LOCAL_RANK 0 "
+            f"on this host, through which it reports to rank 0) before the job report "
+            f"({first})", "Look at the output of this node's LOCAL_RANK 0 and the launcher's "
+            "log for why it stopped (exit code, OOM killer, signal).",
+            address=session.address, port=session.port, error=first)
     return StoreUnavailable(
         Category.RANK_CRASHED,
         f"lost the rank-0 store at {session.address}:{session.port} before the job report "
@@ -63,18 +72,26 @@ def await_verdict(session: ClusterSession, job: Job, probed: FamilyOutput) -> Fi
     except RuntimeError as exc:  # the store went away: rank 0 died or its host dropped
         return findings_alone(job, lost_store(session, exc), probed)
     where = f"{session.address}:{session.port}"
+    store = "its node leader's store" if session.relayed else "rank 0's store"
+    if verdict is not None and verdict.get("why"):  # the node leader has no job report either
+        return findings_alone(job, StoreUnavailable(
+            Category(verdict.get("category") or "connection"),
+            f"its node leader (LOCAL_RANK 0 on this host) is not in a job report from rank 0: "
+            f"{verdict['why']}", "See the node leader's own report on this host's output.",
+            address=session.address, port=session.port), probed)
     if verdict is None:
         return findings_alone(job, StoreUnavailable(
-            Category.CONNECTION, f"rank 0's store at {where} gave no job report within the "
+            Category.CONNECTION, f"{store} at {where} gave no job report within the "
             f"{job.clock.timeout:g} s deadline", "See rank 0's output; if rank 0 starts much "
             "later than this rank, raise --timeout.", address=session.address,
             port=session.port), probed)
     if session.slot not in verdict.get("included", [session.slot]):
         return findings_alone(job, StoreUnavailable(
-            Category.CONNECTION, f"this report reached rank 0's store at {where} after rank 0 "
-            "had closed the job report at its deadline", "Start every rank at about the same "
+            Category.CONNECTION, f"this report reached {store} at {where} after the job "
+            "report had been closed at its deadline", "Start every rank at about the same "
             "time, or raise --timeout so that late ranks are gathered.",
             address=session.address, port=session.port), probed)
     return Findings(verdict=Verdict(int(verdict["exit"]), f"ncclcheck: {job.me}: reported to "
                                     f"rank 0; job status {verdict['status']} (exit "
-                                    f"{verdict['exit']}); the report is on rank 0's output"))
+                                    f"{verdict['exit']}); the report is on rank 0's output",
+                                    str(verdict["status"])))

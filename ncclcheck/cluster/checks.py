@@ -13,7 +13,7 @@ from typing import Any
 from ncclcheck.model import Category, CheckResult, failed, passed, warned
 from ncclcheck.registry import CheckSpec
 
-from .aggregate import by_host, ranks_phrase
+from .ranges import by_host, ranks_phrase
 from .membership import (Gathered, check_rank_ids, check_reported, check_world_size,
                          expected_host, processes)
 from .membership import CHECKS as MEMBERSHIP_CHECKS
@@ -82,16 +82,17 @@ def check_settings(job: Gathered) -> CheckResult:
     if ref is None:
         return warned(SETTINGS, "settings not compared: rank 0's identity is missing",
                       "Make sure exactly one process runs as RANK=0.", Category.RANK_MISMATCH)
-    ref_settings = ref.get("settings") or {}
-    names = sorted(set(ref_settings).union(*(set(m.get("settings") or {}) for m in job.members)))
+    ref_settings = job.facts(ref).get("settings") or {}
+    groups = job.by_variant()  # one comparison per distinct set of settings, not per rank
+    names = sorted(set(ref_settings).union(*(set(f.get("settings") or {}) for f, _ in groups)))
     differences = []
     for name in names:
         want = ref_settings.get(name)
         odd: dict[Any, list[dict[str, Any]]] = {}
-        for m in job.members:
-            value = (m.get("settings") or {}).get(name)
+        for facts, ms in groups:
+            value = (facts.get("settings") or {}).get(name)
             if value != want:
-                odd.setdefault(value, []).append(m)
+                odd.setdefault(value, []).extend(ms)
         for value, ms in odd.items():
             differences.append({"name": name, "reference": want, "value": value,
                                 "where": _where(ms), "hosts": sorted({m.get("host") for m in ms}),
@@ -108,7 +109,7 @@ def check_settings(job: Gathered) -> CheckResult:
         action = f"unset {d['name']}" if d["reference"] is None else f"{d['name']}={d['reference']}"
         if action not in fixes:
             fixes.append(action)
-    sizes = {"WORLD_SIZE"} | {m.get("world_size_from") for m in job.members}
+    sizes = {"WORLD_SIZE"} | {f.get("world_size_from") for f, _ in groups}
     category = (Category.RANK_MISMATCH if any(d["name"] in sizes for d in differences)
                 else Category.CONFIGURATION)
     return failed(SETTINGS, f"settings differ between ranks: {text}",
@@ -123,7 +124,8 @@ def check_versions(job: Gathered) -> CheckResult:
     (ties: the hosts that differ from rank 0's)."""
     per_host: dict[str, dict[str, Any]] = {}
     for m in job.members:
-        per_host.setdefault(m.get("host") or "unknown host", dict(m.get("versions") or {}))
+        if (m.get("host") or "unknown host") not in per_host:
+            per_host[m.get("host") or "unknown host"] = dict(job.facts(m).get("versions") or {})
     for host, version in job.nccl_by_host.items():
         per_host.setdefault(host, {})["nccl"] = version
     ref_host = (job.reference or {}).get("host")

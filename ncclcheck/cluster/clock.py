@@ -1,8 +1,10 @@
 """The job's --timeout, split once into the phases of cluster mode.
 
 Timeline for ``--timeout T`` (seconds since each process started):
+  0 .. node join end a node's other ranks look for their leader's store (then rank 0's)
   0 .. join end      other ranks wait for rank 0's store (then, alone, check themselves)
   0 .. T - reserve   connect to the store, run the probe families, publish the report
+  .. T - 2 margins   a node leader waits for its node's reports, then delivers them
   .. T - margin      rank 0 waits for every rank's report, then aggregates and prints
   T + grace          other ranks stop waiting for rank 0's verdict and print their own
                      report; everything is over by T + 5 s
@@ -59,6 +61,18 @@ class JobClock:
         """Monotonic time at which a rank stops waiting for rank 0's store and checks itself
         alone: late enough for a slow rank 0, early enough to run its own families."""
         return self.started + max(0.5, self.timeout - self.reserve_s - PROBE_SHARE * self.timeout)
+
+    @property
+    def node_join_end(self) -> float:
+        """Monotonic time at which a rank stops looking for its node leader's store and joins
+        rank 0's itself: half the join window, so that there is time left to do so."""
+        return self.started + max(0.5, 0.5 * (self.join_end - self.started))
+
+    @property
+    def relay_end(self) -> float:
+        """Monotonic time at which a node leader stops waiting for its node's ranks and
+        delivers their summary: a margin before rank 0 stops waiting for it."""
+        return self.gather_end - self.margin_s
 
     def gather_end_wall(self) -> float:
         """``gather_end`` as wall-clock time, which the other ranks can read from the store."""

@@ -26,6 +26,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 from ncclcheck.model import CheckResult, Status
 
+from .ranges import parse_ranges
+
 REASON_LIMIT = 200  # characters; sinfo -R shows the start, scontrol keeps the rest
 _PREFIX = "ncclcheck: "
 
@@ -198,7 +200,8 @@ def rank_hosts_of(report_context: Mapping[str, Any]) -> dict[int, str]:
     """rank -> host from a job report's ``context.cluster.ranks_by_host`` (empty outside
     cluster mode, where every result carries this host)."""
     by_host = (report_context.get("cluster") or {}).get("ranks_by_host") or {}
-    return {rank: host for host, ranks in by_host.items() for rank in ranks
+    return {rank: host for host, ranks in by_host.items()
+            for rank in (parse_ranges(ranks) if isinstance(ranks, str) else ranks)
             if isinstance(rank, int)}
 
 

@@ -67,9 +67,11 @@ def _driver_version() -> str | None:
 
 
 def identity(layout: Layout, host: str, env: Mapping[str, str], rank: int | None = None,
-             nonce: str | None = None) -> dict[str, Any]:
+             nonce: str | None = None,
+             known_versions: dict[str, str | None] | None = None) -> dict[str, Any]:
     """``rank``: the rank this process claims (negative ones too; default the layout's).
-    ``member`` (host, pid, a per-launch nonce) names the process whatever rank it claims."""
+    ``member`` (host, pid, a per-launch nonce) names the process whatever rank it claims.
+    ``known_versions``: ``versions()`` already read in this process (they cost milliseconds)."""
     settings = job_settings(env)
     size_from = layout.source("world_size")  # SLURM_NTASKS, OMPI_COMM_WORLD_SIZE, ...
     if size_from in env:
@@ -87,5 +89,5 @@ def identity(layout: Layout, host: str, env: Mapping[str, str], rank: int | None
         "launcher": layout.launcher,
         "settings": settings,
         "world_size_from": size_from,
-        "versions": versions(),
+        "versions": versions() if known_versions is None else dict(known_versions),
     }

@@ -9,6 +9,7 @@ launch actually has. Every function is pure.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,13 +18,45 @@ from ncclcheck.model import Category, CheckResult, failed, passed
 from ncclcheck.probes.ranks_layout import Expected, fix_world
 from ncclcheck.registry import CheckSpec
 
-from .aggregate import by_host, ranks_phrase
 from .expect import Expectation
+from .ranges import by_host, ranks_phrase
+
+# What a process says about itself that is usually the same on every rank of a node (and of
+# the job): sent once per distinct value (a "variant"), not once per rank.
+VARIANT_KEYS = ("settings", "versions", "world_size_from")
+
+
+def split_identity(identity: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(what is this process's own, its variant: settings, versions, world-size source)."""
+    own = {k: v for k, v in identity.items() if k not in VARIANT_KEYS}
+    return own, {k: identity.get(k) for k in VARIANT_KEYS}
+
+
+class Variants:
+    """Distinct variants, each stored once, numbered as they first appear."""
+
+    def __init__(self) -> None:
+        self.values: list[dict[str, Any]] = []
+        self._index: dict[str, int] = {}
+
+    def number(self, variant: dict[str, Any]) -> int:
+        # ncclcheck builds every variant in one key order, so its repr names it (a variant
+        # written in another order would only be stored twice, never mistaken for another)
+        text = repr(variant)
+        found = self._index.get(text)
+        if found is None:
+            found = self._index[text] = len(self.values)
+            self.values.append(variant)
+        return found
 
 
 @dataclass
 class Gathered:
-    """What rank 0 knows at the deadline."""
+    """What rank 0 knows at the deadline.
+
+    A member carries its settings, versions and world-size source either itself or as
+    ``variant``, an index into ``variants`` (how rank 0 keeps 100k identities small).
+    """
 
     world_size: int  # rank 0's view: WORLD_SIZE (or the launcher's own variable)
     members: list[dict[str, Any]]  # identities of every process that connected, one per slot
@@ -33,6 +66,23 @@ class Gathered:
     # exact than what a rank can tell when it joins (torch's view or the wheel's metadata)
     nccl_by_host: dict[str, str] = field(default_factory=dict)
     expect: Expectation | None = None  # what the launch says; None: WORLD_SIZE is all we know
+    variants: list[dict[str, Any]] = field(default_factory=list)
+
+    def facts(self, member: dict[str, Any]) -> dict[str, Any]:
+        """A member's settings, versions and world-size source, wherever they are kept."""
+        number = member.get("variant")
+        return self.variants[number] if isinstance(number, int) else member
+
+    def by_variant(self) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
+        """Members grouped by identical settings, versions and world-size source, in the order
+        of their first member."""
+        groups: dict[Any, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
+        for m in self.members:
+            number = m.get("variant")
+            key = (number if isinstance(number, int)
+                   else json.dumps(split_identity(m)[1], sort_keys=True, default=str))
+            groups.setdefault(key, (self.facts(m), []))[1].append(m)
+        return list(groups.values())
 
     def reported(self) -> list[dict[str, Any]]:
         return [m for m in self.members if m.get("slot") in self.reported_slots]
@@ -56,8 +106,9 @@ def _where(members: list[dict[str, Any]]) -> str:
     return by_host((m.get("host"), _rank(m)) for m in members)
 
 
-def processes(job: Gathered) -> list[dict[str, Any]]:
-    """One entry per process that joined, with what is wrong with its rank (``problems``)."""
+def processes(job: Gathered, everyone: bool = True) -> list[dict[str, Any]]:
+    """One entry per process that joined, with what is wrong with its rank (``problems``);
+    only those with a problem unless ``everyone``."""
     claims = Counter(_rank(m) for m in job.members)
     entries = []
     for m in job.members:
@@ -72,6 +123,8 @@ def processes(job: Gathered) -> list[dict[str, Any]]:
             problems.append("duplicate")
         if m.get("slot") not in job.reported_slots:
             problems.append("not_reported")
+        if not problems and not everyone:
+            continue
         entries.append({"slot": m.get("slot"), "member": m.get("member"), "rank": rank,
                         "host": m.get("host"), "pid": m.get("pid"),
                         "local_rank": m.get("local_rank"),
@@ -81,16 +134,31 @@ def processes(job: Gathered) -> list[dict[str, Any]]:
 
 
 # -- missing and late ranks ------------------------------------------------------------------
-def expected_host(job: Gathered, rank: int) -> str:
-    """Where a rank that never connected should have run, as far as anyone can tell."""
+def node_hosts(job: Gathered) -> tuple[dict[Any, set[str]], dict[int, set[str]]]:
+    """The hosts of each node rank, and of each block of ``local_world_size`` ranks."""
+    by_node: dict[Any, set[str]] = {}
+    by_block: dict[int, set[str]] = {}
+    per_node = job.local_world_size
+    for m in job.members:
+        if not m.get("host"):
+            continue
+        by_node.setdefault(m.get("node_rank"), set()).add(m["host"])
+        if per_node and _rank(m) is not None:
+            by_block.setdefault(_rank(m) // per_node, set()).add(m["host"])
+    return by_node, by_block
+
+
+def expected_host(job: Gathered, rank: int,
+                  hosts_of: tuple[dict[Any, set[str]], dict[int, set[str]]] | None = None) -> str:
+    """Where a rank that never connected should have run, as far as anyone can tell
+    (``hosts_of``: ``node_hosts(job)``, when asked for many ranks)."""
     per_node = job.local_world_size
     if not per_node:  # the launcher gave no per-node count: no honest guess
         return "host unknown"
     node = rank // per_node
-    hosts = sorted({m["host"] for m in job.members if m.get("node_rank") == node and m.get("host")})
-    if not hosts:  # no node rank known: a neighbour in the same block of ranks
-        hosts = sorted({m["host"] for m in job.members if _rank(m) is not None
-                        and _rank(m) // per_node == node and m.get("host")})
+    by_node, by_block = hosts_of if hosts_of is not None else node_hosts(job)
+    # no node rank known: a neighbour in the same block of ranks
+    hosts = sorted(by_node.get(node) or by_block.get(node) or ())
     if hosts:
         return f"expected on {', '.join(hosts)} (node {node})"
     return f"expected on node {node}, from which no rank connected"
@@ -102,6 +170,7 @@ def check_reported(job: Gathered) -> CheckResult:
     claimed = {_rank(m) for m in job.members}
     silent = [m for m in job.members if m.get("slot") not in job.reported_slots]
     absent = [r for r in range(job.slots) if r not in claimed]
+    hosts_of = node_hosts(job) if absent else ({}, {})
     missing = [r for r in range(job.slots) if r not in reported]
     if not silent and not absent:
         hosts, total = len({m.get("host") for m in job.members}), len(job.members)
@@ -118,11 +187,11 @@ def check_reported(job: Gathered) -> CheckResult:
     if absent:
         places: dict[str, list[int]] = {}
         for r in absent:
-            places.setdefault(expected_host(job, r), []).append(r)
+            places.setdefault(expected_host(job, r, hosts_of), []).append(r)
         parts.append("; ".join(f"{ranks_phrase(rs)} never connected ({place})"
                                for place, rs in places.items()))
-        entries += [{"rank": r, "host": None, "connected": False, "expected": expected_host(job, r)}
-                    for r in absent]
+        entries += [{"rank": r, "host": None, "connected": False,
+                     "expected": expected_host(job, r, hosts_of)} for r in absent]
     category = Category.RANK_CRASHED if silent else Category.TIMEOUT
     where = "; ".join(w for w in (_where(silent) if silent else "",
                                   f"{ranks_phrase(absent)} (never connected)" if absent else "") if w)

@@ -30,6 +30,23 @@ def port_is_free(port: int) -> bool:
     return True
 
 
+def is_local_address(address: str) -> bool:
+    """Whether ``address`` names this host (MASTER_ADDR on rank 0's own node): a socket can
+    be bound to it only here. A name that does not resolve is not this host."""
+    try:
+        infos = socket.getaddrinfo(address, None, type=socket.SOCK_DGRAM)
+    except (socket.gaierror, UnicodeError):
+        return False
+    for family, _, _, _, sockaddr in infos:
+        try:
+            with socket.socket(family, socket.SOCK_DGRAM) as sock:
+                sock.bind((sockaddr[0], 0))
+            return True
+        except OSError:
+            continue
+    return False
+
+
 def _reason(exc: OSError) -> str:
     if isinstance(exc, ConnectionRefusedError):
         return "connection refused (nothing listens there: rank 0 has not started, or is not on MASTER_ADDR)"

@@ -27,6 +27,7 @@ from .store_errors import StoreUnavailable, unresolved
 
 PREFIX = "ncclcheck"
 POLL_S = 0.05
+CHUNK = 512  # keys per store request (see _chunks)
 ACK_WAIT_S = 2.0  # rank 0 keeps the store up this long for ranks still reading the verdict
 STORE_THREAD = "ncclcheck-store"  # the thread that opens the store (it may outlive its deadline)
 
@@ -52,6 +53,12 @@ def key(*parts: object) -> str:
     return "/".join((PREFIX,) + tuple(str(p) for p in parts))
 
 
+def _chunks(keys: list[str]) -> list[list[str]]:
+    """Keys in slices of CHUNK: the store's server takes far longer than N times as long for a
+    request of N times as many keys (100k keys in one wait: seconds; in chunks: 0.2 s)."""
+    return [keys[i:i + CHUNK] for i in range(0, len(keys), CHUNK)]
+
+
 def _seconds(value: float) -> timedelta:
     return timedelta(seconds=max(0.001, value))
 
@@ -73,10 +80,12 @@ class ClusterSession:
     port: int
     slot: int = 0
     reporting: bool = False  # this process prints the job report (the first rank 0)
+    nodes: int | None = None  # how many nodes the launch has, when it says
+    relayed: bool = False  # ``store`` is this node's leader's, which relays to rank 0's
 
     @property
     def is_node_leader(self) -> bool:
-        return self.local_rank == 0
+        return self.local_rank == 0 and not self.relayed
 
     # -- the interface probe families use ------------------------------------------------
     def publish(self, name: str, value: Any) -> None:
@@ -106,7 +115,11 @@ class ClusterSession:
     def node_leaders(self, timeout: float) -> dict[int, str]:
         """rank -> host of every node leader (LOCAL_RANK 0) that connected within ``timeout``."""
         deadline = time.monotonic() + timeout
-        while self.store.add(key("hellos"), 0) < self.world_size and time.monotonic() < deadline:
+        # every rank announced, or (when the other ranks of a node reach rank 0 through their
+        # leader) every node's leader did
+        while (self.store.add(key("hellos"), 0) < self.world_size
+               and not (self.nodes and self.store.add(key("leaders"), 0) >= self.nodes)
+               and time.monotonic() < deadline):
             time.sleep(POLL_S)
         count = self.store.add(key("leaders"), 0)
         values = self.read_present([key("leader", i) for i in range(1, count + 1)], 0)
@@ -115,9 +128,15 @@ class ClusterSession:
 
     # -- store helpers ---------------------------------------------------------------------
     def wait(self, keys: list[str], timeout: float) -> bool:
-        """True when every key exists before ``timeout`` seconds (the server does the waiting)."""
-        if not keys:
-            return True
+        """True when every key exists before ``timeout`` seconds (the server does the waiting,
+        a chunk of keys at a time)."""
+        deadline = time.monotonic() + timeout
+        for part in _chunks(keys):
+            if not self._wait(part, deadline - time.monotonic()):
+                return False
+        return True
+
+    def _wait(self, keys: list[str], timeout: float) -> bool:
         if timeout <= 0:
             return bool(self.store.check(keys))
         try:
@@ -129,11 +148,23 @@ class ClusterSession:
             raise
 
     def read_present(self, keys: list[str], timeout: float) -> dict[str, bytes]:
-        """The keys that exist within ``timeout`` and their values, in one multi_get."""
-        present = keys if self.wait(keys, timeout) else [k for k in keys if self.store.check([k])]
-        if not present:
-            return {}
-        return dict(zip(present, self.store.multi_get(present)))
+        """The keys that exist within ``timeout`` and their values, a chunk per multi_get."""
+        present = keys if self.wait(keys, timeout) else [
+            k for part in _chunks(keys) for k in self._present(part)]
+        values: dict[str, bytes] = {}
+        for part in _chunks(present):
+            values.update(zip(part, self.store.multi_get(part)))
+        return values
+
+    def _present(self, keys: list[str]) -> list[str]:
+        """The keys that exist, halving the list where one is missing: a few round trips per
+        missing key, not one per key."""
+        if not keys or self.store.check(keys):
+            return keys
+        if len(keys) == 1:
+            return []
+        half = len(keys) // 2
+        return self._present(keys[:half]) + self._present(keys[half:])
 
     def _ranks(self, ranks: Iterable[int] | None) -> list[int]:
         return list(range(self.world_size)) if ranks is None else sorted(set(ranks))
@@ -149,14 +180,21 @@ class ClusterSession:
         self.store.set(key("hello", self.slot), json.dumps(identity))
         self.store.add(key("hellos"), 1)
 
-    def deliver(self, results: list[dict[str, Any]]) -> None:
-        """Publish this process's report under its own slot (slots never collide), then mark
-        the rank it fills: rank 0 stops waiting early only when every rank 0..N-1 is filled, so
-        a duplicated, negative or out-of-range rank never completes the job."""
-        self.store.set(key("report", self.slot), json.dumps({"rank": self.rank, "results": results}))
+    def deliver(self, results: list[dict[str, Any]], node: dict[str, Any] | None = None,
+                filled: Iterable[int] = ()) -> None:
+        """Publish this process's report under its own slot (slots never collide), and a node
+        leader's ``node`` summary of the other ranks of its node, then mark the ranks filled
+        (this one and ``filled``, the node's that reported): rank 0 stops waiting early only
+        when every rank 0..N-1 is filled, so a duplicated, negative or out-of-range rank never
+        completes the job."""
+        report: dict[str, Any] = {"rank": self.rank, "results": results}
+        if node is not None:
+            report["node"] = node
+        self.store.set(key("report", self.slot), json.dumps(report))
+        marks = sorted({r for r in [self.rank, *filled] if r >= 0})
+        if marks:
+            self.store.multi_set([key("filled", r) for r in marks], [str(self.slot)] * len(marks))
         self.store.add(key("reported"), 1)
-        if self.rank >= 0:
-            self.store.set(key("filled", self.rank), str(self.slot))
 
     def close_job(self, code: int, status: str, included: list[int]) -> None:
         """Rank 0, once the job report is out: publish the job's verdict (exit code, status,

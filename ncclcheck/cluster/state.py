@@ -31,6 +31,7 @@ class Job:
     extra_checks: list[CheckResult]
     rank: int  # the rank this process claims (may be negative or out of range)
     expect: Expectation
+    per_rank: bool = False  # the job report lists every rank's result (--per-rank)
 
     @property
     def me(self) -> str:
@@ -44,6 +45,7 @@ class Verdict:
 
     code: int
     note: str
+    status: str = ""  # the job's status, as rank 0 published it
 
 
 @dataclass

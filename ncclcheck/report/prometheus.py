@@ -5,7 +5,9 @@ not only in one job's log. node_exporter reads every ``*.prom`` file in its
 ``--collector.textfile.directory``; the file is replaced atomically so it never reads half of
 one. The exposition text comes from prometheus-client, so escaping and format are its job.
 
-Metrics (labels: check, family, category, host, rank; an empty label is an absent one):
+Metrics (labels: check, family, category, host, rank; an empty label is an absent one; in a
+job report a check's passing ranks are grouped, so they are one series with empty host and
+rank, while every other result keeps its own):
 - ``ncclcheck_check_status{..., status}``: 1 for the check's status, 0 for the other four,
   so ``ncclcheck_check_status{status="fail"} == 1`` is an alert rule;
 - ``ncclcheck_check_ok``: 1 pass/skip, 0 warn/fail/error;
@@ -43,7 +45,8 @@ def _check_series(report: Report) -> list[_CheckSeries]:
     default_host = str(report.context.get("host") or "")
     worst: dict[tuple[str, str, str], CheckResult] = {}
     for check in report.checks:
-        key = (check.id, check.host or default_host, "" if check.rank is None else str(check.rank))
+        host = "" if check.ranks is not None else check.host or default_host
+        key = (check.id, host, "" if check.rank is None else str(check.rank))
         kept = worst.get(key)
         if kept is None or check.status.severity > kept.status.severity:
             worst[key] = check
