@@ -172,6 +172,7 @@ def _last_format(args: list[str]) -> str:
     return formats[-1] if formats else "table"
 
 
+@pytest.mark.slow  # four commands' real probes under generated input (17 s): the full suite's
 @pytest.mark.parametrize("command", ["run", "ranks", "net", "nccl"])
 def test_probe_commands_survive_any_input(command, tmp_path_factory):
     tmp = tmp_path_factory.mktemp(f"fuzz-{command}")

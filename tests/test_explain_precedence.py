@@ -109,6 +109,7 @@ def _explained(logs: list[Path]) -> list[dict]:
     return [engine.explain([str(log)]).to_dict() for log in logs]
 
 
+@pytest.mark.slow  # the whole corpus read twice over (15 s): in the full suite, not the quick loop
 def test_shuffling_the_catalogue_changes_no_finding(tmp_path, catalogue_in):
     logs = _corpus_logs() + _made_logs(tmp_path / "made")
     assert len(logs) > 1000
