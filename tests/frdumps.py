@@ -5,8 +5,11 @@ cannot be produced on a CPU machine."""
 from __future__ import annotations
 
 import json
+import os
 import pickle
+import random
 from pathlib import Path
+from typing import Iterator
 
 
 def entry(seq, op="all_reduce", group=("0", "default_pg"), pg_id=0, sizes=((16,),),
@@ -45,3 +48,27 @@ def write(folder: Path, file_rank: int, entries, fmt="pickle", prefix="nccl_trac
     else:
         path.write_bytes(pickle.dumps(data, protocol=protocol))
     return path
+
+
+class Hostile:
+    """A pickled object whose loading would run a command (touch ``marker``)."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def mutated(data: bytes, count: int, seed: int) -> Iterator[bytes]:
+    """``count`` broken copies of ``data``: every fourth cut short, the others with 1 to 8
+    bytes overwritten (the first two, the pickle's protocol, kept)."""
+    rng = random.Random(seed)
+    for n in range(count):
+        copy = bytearray(data)
+        if n % 4 == 0:
+            copy = copy[:rng.randrange(2, len(copy))]
+        else:
+            for _ in range(rng.randint(1, 8)):
+                copy[rng.randrange(2, len(copy))] = rng.randrange(256)
+        yield bytes(copy)

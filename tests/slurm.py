@@ -24,7 +24,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 CONF_TEMPLATE = Path(__file__).parent / "slurm" / "slurm.conf"
 DAEMONS = ("munged", "mungekey", "slurmctld", "slurmd")
@@ -58,6 +58,31 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def wait_for_daemons(daemons: Sequence["Daemon"], ready: Callable[[], bool], timeout: float,
+                     what: str, logs: Callable[[], str], pause: float) -> None:
+    """Until ``ready()`` (a probe that times out counts as not yet), failing at once, with
+    the logs, when a daemon exits, and at the deadline."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for daemon in daemons:
+            if daemon.process.poll() is not None:
+                raise RuntimeError(f"{daemon.name} exited ({daemon.process.returncode}):\n"
+                                   + logs())
+        try:
+            if ready():
+                return
+        except subprocess.TimeoutExpired:
+            pass
+        time.sleep(pause)
+    raise RuntimeError(f"Slurm not ready ({what}) after {timeout:g} s:\n" + logs())
+
+
+def daemon_logs(folder: Path, tail: int) -> str:
+    """The end of every daemon's output and log file in ``folder``."""
+    return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-tail:]}"
+                     for p in sorted(folder.glob("*.out")) + sorted(folder.glob("*.log")))
 
 
 @dataclass
@@ -150,20 +175,10 @@ class SlurmCluster:
         self._wait_for(lambda: self.node_state() == "idle", ready_timeout, "node idle in sinfo")
 
     def _wait_for(self, ready, timeout: float, what: str) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for daemon in self.daemons:
-                if daemon.process.poll() is not None:
-                    raise RuntimeError(f"{daemon.name} exited ({daemon.process.returncode}):\n"
-                                       + self.logs())
-            if ready():
-                return
-            time.sleep(0.3)
-        raise RuntimeError(f"Slurm not ready ({what}) after {timeout:g} s:\n" + self.logs())
+        wait_for_daemons(self.daemons, ready, timeout, what, self.logs, pause=0.3)
 
     def logs(self) -> str:
-        return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}"
-                         for p in sorted(self.folder.glob("*.out")) + sorted(self.folder.glob("*.log")))
+        return daemon_logs(self.folder, tail=3000)
 
     def stop(self) -> None:
         """Cancel what is left of the tests' jobs, then stop slurmd, slurmctld, munged by pid."""

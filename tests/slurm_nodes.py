@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Sequence
 
 from netns import Cluster
-from slurm import Daemon, _free_port
+from slurm import Daemon, _free_port, daemon_logs, wait_for_daemons
 
 CONF_TEMPLATE = Path(__file__).parent / "slurm" / "slurm-nodes.conf"
 CONTROLLER = "ctl"
@@ -143,23 +143,10 @@ class NodesSlurm:
                        "every node idle in sinfo")
 
     def _wait_for(self, ready, timeout: float, what: str) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for daemon in self.daemons:
-                if daemon.process.poll() is not None:
-                    raise RuntimeError(f"{daemon.name} exited ({daemon.process.returncode}):\n"
-                                       + self.logs())
-            try:
-                if ready():
-                    return
-            except subprocess.TimeoutExpired:
-                pass
-            time.sleep(0.5)
-        raise RuntimeError(f"Slurm not ready ({what}) after {timeout:g} s:\n" + self.logs())
+        wait_for_daemons(self.daemons, ready, timeout, what, self.logs, pause=0.5)
 
     def logs(self) -> str:
-        return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-2000:]}"
-                         for p in sorted(self.folder.glob("*.out")) + sorted(self.folder.glob("*.log")))
+        return daemon_logs(self.folder, tail=2000)
 
     def stop(self) -> None:
         """Cancel what is left of the jobs, then stop every daemon by its pid (slurmds first)."""

@@ -9,9 +9,7 @@ tests/test_flightrec_real.py runs whole torchrun jobs.
 
 from __future__ import annotations
 
-import os
 import pickle
-import random
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +19,7 @@ import pytest
 from ncclcheck.explain.engine import explain
 from ncclcheck.flightrec.analyze import COMPLETED, MISMATCH, NEVER_ARRIVED, STUCK, analyze
 from ncclcheck.flightrec.load import DumpError, read_dump, sniff_dump
-from frdumps import entry, write
+from frdumps import Hostile, entry, mutated, write
 
 
 def verdict_of(folder: Path, job_ranks=None):
@@ -161,14 +159,6 @@ def test_dumps_are_recognised_by_content_not_name(tmp_path):
     assert not sniff_dump(b"[rank0]: RuntimeError: NCCL error\n")
 
 
-class _Boom:
-    def __init__(self, marker: str) -> None:
-        self.marker = marker
-
-    def __reduce__(self):
-        return (os.system, (f"touch {self.marker}",))
-
-
 def test_a_hostile_pickle_runs_nothing_and_the_rest_is_analysed(tmp_path):
     marker = tmp_path / "owned"
     folder = tmp_path / "dumps"
@@ -177,7 +167,7 @@ def test_a_hostile_pickle_runs_nothing_and_the_rest_is_analysed(tmp_path):
         write(folder, rank, [entry(1), entry(2, state="started")])
     write(folder, 2, [entry(1)])
     (folder / "nccl_trace_rank_3").write_bytes(pickle.dumps(
-        {"version": "2.10", "entries": [_Boom(str(marker))]}, protocol=2))
+        {"version": "2.10", "entries": [Hostile(str(marker))]}, protocol=2))
     result = explain([str(folder)]).to_dict()
     assert not marker.exists()
     notes = [n for n in result["notes"] if n["id"] == "fr.unreadable"]
@@ -217,17 +207,10 @@ def test_a_real_dump_reads_with_its_frames(tmp_path, real_dump):
 
 
 def test_truncated_and_mutated_real_dumps_never_raise_anything_but_a_note(tmp_path, real_dump):
-    rng = random.Random(1)
     path = tmp_path / "nccl_trace_rank_0"
     outcomes = {"read": 0, "refused": 0}
-    for n in range(400):
-        data = bytearray(real_dump)
-        if n % 4 == 0:
-            data = data[:rng.randrange(2, len(data))]
-        else:
-            for _ in range(rng.randint(1, 8)):
-                data[rng.randrange(2, len(data))] = rng.randrange(256)
-        path.write_bytes(bytes(data))
+    for data in mutated(real_dump, 400, seed=1):
+        path.write_bytes(data)
         try:
             read_dump(str(path))
             outcomes["read"] += 1

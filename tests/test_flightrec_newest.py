@@ -7,16 +7,14 @@ ranks are built from the format's schema (tests/frdumps.py), as NCCL's states ne
 
 from __future__ import annotations
 
-import os
 import pickle
-import random
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from frdumps import entry, write
+from frdumps import Hostile, entry, mutated, write
 from ncclcheck.explain import hangs
 from ncclcheck.explain.engine import explain
 from ncclcheck.explain.findings import Findings
@@ -92,19 +90,11 @@ def test_what_cannot_be_cut_is_read_whole(tmp_path, layout):
     assert cut.complete and cut.entries == whole.entries and len(whole.entries) == len(entries)
 
 
-class _Boom:
-    def __init__(self, marker: str) -> None:
-        self.marker = marker
-
-    def __reduce__(self):
-        return (os.system, (f"touch {self.marker}",))
-
-
 @pytest.mark.parametrize("where", [150, 295])
 def test_a_hostile_entry_runs_nothing_in_the_skipped_middle_or_the_tail(tmp_path, where):
     marker = tmp_path / "owned"
     entries = [entry(s) for s in range(1, 301)]
-    entries[where] = {**entries[where], "state": _Boom(str(marker))}
+    entries[where] = {**entries[where], "state": Hostile(str(marker))}
     path = write(tmp_path, 0, entries)
     if where >= 300 - WINDOW:
         with pytest.raises(DumpError, match="refers to code"):
@@ -117,17 +107,10 @@ def test_a_hostile_entry_runs_nothing_in_the_skipped_middle_or_the_tail(tmp_path
 
 
 def test_mutated_large_real_dumps_never_raise_anything_but_a_dump_error(tmp_path, real_dump):
-    rng = random.Random(7)
     path = tmp_path / "nccl_trace_rank_0"
     outcomes = {"cut": 0, "whole": 0, "refused": 0}
-    for n in range(300):
-        data = bytearray(real_dump)
-        if n % 4 == 0:
-            data = data[:rng.randrange(2, len(data))]
-        else:
-            for _ in range(rng.randint(1, 8)):
-                data[rng.randrange(2, len(data))] = rng.randrange(256)
-        path.write_bytes(bytes(data))
+    for data in mutated(real_dump, 300, seed=7):
+        path.write_bytes(data)
         try:
             dump = read_dump(str(path), newest=WINDOW)
             outcomes["whole" if dump.complete else "cut"] += 1

@@ -15,12 +15,11 @@ are folded here the same way.
 from __future__ import annotations
 
 import dataclasses
-import gc
 import json
 import time
-from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
+from ncclcheck.gcpause import paused_gc
 from ncclcheck.model import CheckResult, FamilyOutput, passed
 from ncclcheck.probes import FAMILIES
 
@@ -34,20 +33,6 @@ from .session import STORE, ClusterSession, key
 from .state import Findings, Job
 
 POLL_S = 0.05
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """A 100k-rank job's reports are hundreds of thousands of small objects that all stay
-    alive until the report is out: the cycle collector would only rescan them, again and
-    again, so it waits until they are read."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def wait_for_reports(session: ClusterSession, slots: int, deadline: float) -> None:
@@ -79,7 +64,7 @@ def read_gathered(session: ClusterSession, world_size: int, local_world_size: in
     leader's with its node's summary), a few hundred keys per request; one member per
     process."""
     wait_for_reports(session, expect.slots if expect else world_size, deadline)
-    with _collector_paused():
+    with paused_gc():
         return _read(session, world_size, local_world_size, expect, per_rank)
 
 
@@ -147,7 +132,7 @@ def gather_job(session: ClusterSession, job: Job, own: FamilyOutput) -> Findings
 def findings_of(session: ClusterSession, job: Job, read: Read, own: FamilyOutput) -> Findings:
     """The job report's findings from what rank 0 read: the folded results, the job-wide
     checks and rows, and ``context.cluster``."""
-    with _collector_paused():
+    with paused_gc():
         return _findings(session, job, read, own)
 
 

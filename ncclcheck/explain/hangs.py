@@ -19,7 +19,8 @@ from ncclcheck.explain.findings import Finding, Findings, Hit
 from ncclcheck.explain.reader import InputError, Source
 from ncclcheck.flightrec.analyze import (COMPLETED, MISMATCH, NEVER_ARRIVED, STUCK, Analysis,
                                          GroupVerdict, Reach, analyze)
-from ncclcheck.flightrec.load import Dump, DumpError, paused_gc, read_dump
+from ncclcheck.flightrec.load import Dump, DumpError, read_dump
+from ncclcheck.gcpause import paused_gc
 from ncclcheck.model import Category
 
 # verdict kind -> the rule of the signature it reads as
@@ -72,7 +73,8 @@ class JobDumps:
         """Read these ranks' dumps further back: as many entries as ``reach`` says are needed,
         keeping of each group only the numbers it needs (bounded memory); whole dumps when that
         is most of them. False when nothing more can be read."""
-        again = [d for d in self.dumps if d.rank in set(ranks) and not d.complete]
+        wanted = set(ranks)
+        again = [d for d in self.dumps if d.rank in wanted and not d.complete]
         if self.window is None or not again:
             return False
         spans = [r.span for r in reach.values()]

@@ -16,15 +16,13 @@ file is read whole with a size cap before any byte is interpreted.
 from __future__ import annotations
 
 import functools
-import gc
 import json
 import os
 import pickle
 import re
 import struct
 from dataclasses import dataclass, field
-from contextlib import contextmanager
-from typing import Any, BinaryIO, Iterator, Mapping, NamedTuple
+from typing import Any, BinaryIO, Mapping, NamedTuple
 
 from ncclcheck.flightrec.newest import decode, newest_entries
 
@@ -33,19 +31,6 @@ MAX_DUMP_BYTES = 1 << 30          # a 2,000-entry dump with frames is a few MB
 PICKLE_PROTOCOLS = range(2, 6)
 _TRAILING_NUMBER = re.compile(r"(\d+)(?:\.(?:pkl|pickle|json|bin|dump|trace))?$", re.I)
 _RANKS_TEXT = re.compile(r"^\s*\[\s*(?:-?\d+\s*(?:,\s*-?\d+\s*)*)?\]\s*$")
-
-
-@contextmanager
-def paused_gc() -> Iterator[None]:
-    """Reading dumps makes millions of small objects and frees none: the cycle collector
-    would only rescan them (it doubles the time), so it waits until the reading is done."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 class DumpError(Exception):

@@ -112,28 +112,31 @@ def _boundary(raw: bytes, first: int) -> re.Pattern[bytes] | None:
     if opened is None:
         return None
     at = opened.end()
-    op = raw[at:at + 1]
-    if op == b"h":
-        index = raw[at + 1]
-    elif op == b"j":
-        index = int.from_bytes(raw[at + 1:at + 5], "little")
-    else:
-        if op == b"X":
+    index = _memo_index(raw, at, b"h", b"j")       # the key referred to
+    if index is None:
+        if raw[at:at + 1] == b"X":                  # the key written, then put in the memo
             after = at + 5 + int.from_bytes(raw[at + 1:at + 5], "little")
-        elif op == b"\x8c":
+        elif raw[at:at + 1] == b"\x8c":
             after = at + 2 + raw[at + 1]
         else:
             return None
-        put = raw[after:after + 1]
-        if put == b"q":
-            index = raw[after + 1]
-        elif put == b"r":
-            index = int.from_bytes(raw[after + 1:after + 5], "little")
-        else:
+        index = _memo_index(raw, after, b"q", b"r")
+        if index is None:
             return None
     long_ref = re.escape(b"j" + index.to_bytes(4, "little"))
     ref = long_ref if index > 0xFF else rb"(?:h" + re.escape(bytes([index])) + b"|" + long_ref + b")"
     return re.compile(_DICT_OPEN.pattern + ref, re.S)
+
+
+def _memo_index(raw: bytes, at: int, short: bytes, long: bytes) -> int | None:
+    """The memo index of the get or put opcode at ``at`` (one byte after ``short``, four after
+    ``long``); None when another opcode is there."""
+    op = raw[at:at + 1]
+    if op == short:
+        return raw[at + 1]
+    if op == long:
+        return int.from_bytes(raw[at + 1:at + 5], "little")
+    return None
 
 
 def _last_starts(raw: bytes, boundary: re.Pattern[bytes], lowest: int, end: int,
