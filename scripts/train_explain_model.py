@@ -28,13 +28,18 @@ import tomllib
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from ncclcheck.explain.catalogue import load as load_catalogue  # noqa: E402
 from ncclcheck.explain.engine import explain  # noqa: E402
 from ncclcheck.explain.model_reading import decisive, leaves_open  # noqa: E402
-from ncclcheck.explain.textmodel import CLEAN, MODEL_FILE  # noqa: E402
+from ncclcheck.explain.normalize import normalized  # noqa: E402
+from ncclcheck.explain.textmodel import CLEAN, MODEL_FILE, NONE, line_features  # noqa: E402
 
 WORLD = ROOT / "tests" / "data" / "logs" / "world"
 DEV = WORLD / "dev"
 C_GRID = (3.0, 10.0, 30.0)
+LINE_C = 3.0           # the line reader's regularisation
+OTHER_LINE_WEIGHT = 0.3  # a line that decides nothing weighs this much in the line reader
+MIX_GRID = (0.0, 0.25, 0.5, 0.75)  # the line reader's share of a run's probabilities
 FOLDS = 5
 MIN_DF = 2             # a feature seen in one log only is that log's, not a failure's
 THRESHOLDS = tuple(round(0.2 + 0.05 * i, 2) for i in range(16))  # 0.2 .. 0.95
@@ -65,7 +70,10 @@ def read_logs(entries: list[dict]) -> list[dict]:
     for entry in entries:
         result = explain([str(dev_path(entry))], model=None)
         root = result.findings[0] if result.findings else None
+        deciding = normalized(entry["deciding_line"]) if entry["deciding_line"] else ""
+        lines = [(normalized(text), list(feats)) for _, _, text, feats in result.text.lines]
         rows.append({"bag": sorted(result.text.bag()), "label": entry["category"] or CLEAN,
+                     "lines": lines, "deciding": deciding,
                      "group": entry["source"],
                      "sig": root.signature.category.value if root else CLEAN,
                      "decisive": decisive(root), "open": leaves_open(root),
@@ -73,33 +81,97 @@ def read_logs(entries: list[dict]) -> list[dict]:
     return rows
 
 
-def fit(bags: list[list[str]], labels: list[str], c: float):
+def catalogue_examples() -> list[tuple[list[str], str]]:
+    """Every signature's example message with its category: the message formats of NCCL,
+    torch and the launchers as their sources print them, which the dev logs show only some of.
+    Warnings are left out (a run carries on after one)."""
+    return [(line_features(sig.example), sig.category.value) for sig in load_catalogue()
+            if sig.example and not sig.warning]
+
+
+def fit(bags: list[list[str]], labels: list[str], c: float,
+        examples: list[tuple[list[str], str]] = (), weights: list[float] | None = None):
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
 
+    bags = list(bags) + [feats for feats, _ in examples]
+    labels = list(labels) + [label for _, label in examples]
+    weights = (weights or [1.0] * (len(bags) - len(examples))) + [1.0] * len(examples)
     vectorizer = TfidfVectorizer(analyzer=lambda bag: bag, binary=True, min_df=MIN_DF,
                                  norm="l2", use_idf=True, smooth_idf=True, lowercase=False)
     x = vectorizer.fit_transform(bags)
     model = LogisticRegression(C=c, max_iter=5000, class_weight="balanced")
-    model.fit(x, labels)
+    model.fit(x, labels, sample_weight=weights)
     return vectorizer, model
 
 
-def out_of_fold(rows: list[dict], c: float, seed: int) -> list[dict[str, float]]:
-    """Each log's probabilities from a model that did not see its thread."""
+def deciding(row: dict, text: str) -> bool:
+    """Whether a line of ``row`` is its deciding line (as normalised words)."""
+    return bool(row["label"] != CLEAN and row["deciding"] and text
+                and (row["deciding"] in text or (len(text) > 10 and text in row["deciding"])))
+
+
+def fit_lines(rows: list[dict], examples: list[tuple[list[str], str]]):
+    """The line reader: each dev log's deciding line as its category, every other line as
+    NONE (weighing less: most lines of a failed run decide nothing), and the examples."""
+    bags, labels, weights = [], [], []
+    for row in rows:
+        for text, feats in row["lines"]:
+            hit = deciding(row, text)
+            bags.append(feats)
+            labels.append(row["label"] if hit else NONE)
+            weights.append(1.0 if hit else OTHER_LINE_WEIGHT)
+    return fit(bags, labels, LINE_C, examples, weights)
+
+
+def line_reading(reader, rows: list[dict]) -> list[dict[str, float]]:
+    """Per log, per category, the probability of its likeliest line."""
+    vectorizer, model = reader
+    out = []
+    for row in rows:
+        if not row["lines"]:
+            out.append({})
+            continue
+        p = model.predict_proba(vectorizer.transform([feats for _, feats in row["lines"]]))
+        out.append({c: float(p[:, i].max()) for i, c in enumerate(model.classes_) if c != NONE})
+    return out
+
+
+def mixed(run: dict[str, float], lines: dict[str, float], mix: float) -> dict[str, float]:
+    """A run's probabilities as explain reads them (textmodel.TextModel.read)."""
+    if not lines or mix <= 0:
+        return dict(run)
+    scale = max(1.0, sum(lines.values()))
+    out = {c: (1 - mix) * p for c, p in run.items()}
+    for c, p in lines.items():
+        out[c] = out.get(c, 0.0) + mix * p / scale
+    out[CLEAN] = out.get(CLEAN, 0.0) + mix * (1 - sum(lines.values()) / scale)
+    return out
+
+
+def out_of_fold(rows: list[dict], c_grid: tuple[float, ...], seed: int,
+                examples: list[tuple[list[str], str]]) -> tuple[dict, list[dict[str, float]]]:
+    """Each log's run reading (per C) and line reading from models that did not see its
+    thread."""
     from sklearn.model_selection import GroupKFold
 
     bags = [r["bag"] for r in rows]
     labels = [r["label"] for r in rows]
     groups = [r["group"] for r in rows]
-    probs: list[dict[str, float]] = [{} for _ in rows]
+    runs: dict[float, list[dict[str, float]]] = {c: [{} for _ in rows] for c in c_grid}
+    lines: list[dict[str, float]] = [{} for _ in rows]
     folds = GroupKFold(n_splits=FOLDS, shuffle=True, random_state=seed)
     for train, held in folds.split(bags, labels, groups):
-        vectorizer, model = fit([bags[i] for i in train], [labels[i] for i in train], c)
-        p = model.predict_proba(vectorizer.transform([bags[i] for i in held]))
-        for row, i in enumerate(held):
-            probs[i] = dict(zip(model.classes_, p[row]))
-    return probs
+        for c in c_grid:
+            vectorizer, model = fit([bags[i] for i in train], [labels[i] for i in train], c,
+                                    examples)
+            p = model.predict_proba(vectorizer.transform([bags[i] for i in held]))
+            for row, i in enumerate(held):
+                runs[c][i] = dict(zip(model.classes_, p[row]))
+        reader = fit_lines([rows[i] for i in train], examples)
+        for i, reading in zip(held, line_reading(reader, [rows[i] for i in held])):
+            lines[i] = reading
+    return runs, lines
 
 
 def top(prob: dict[str, float], k: int, failing_only: bool = True) -> list[str]:
@@ -155,7 +227,8 @@ def signature_precision(rows: list[dict]) -> dict[str, float]:
     return out
 
 
-def export(vectorizer, model, threshold: float, precision: dict[str, float], meta: dict) -> dict:
+def export_linear(vectorizer, model) -> dict:
+    """A linear model's classes, biases and, per feature, its idf and its weights."""
     classes = [str(c) for c in model.classes_]
     coef = model.coef_
     features = {}
@@ -165,8 +238,12 @@ def export(vectorizer, model, threshold: float, precision: dict[str, float], met
         # every feature keeps its idf, weighty or not: each one counts in a log's norm
         features[feat] = [round(float(vectorizer.idf_[column]), WEIGHT_DIGITS), pairs]
     return {"classes": classes, "bias": [round(float(b), WEIGHT_DIGITS) for b in model.intercept_],
-            "threshold": threshold, "signature_precision": precision, "meta": meta,
             "features": dict(sorted(features.items()))}
+
+
+def export(vectorizer, model, threshold: float, precision: dict[str, float], meta: dict) -> dict:
+    return {**export_linear(vectorizer, model), "threshold": threshold,
+            "signature_precision": precision, "meta": meta}
 
 
 def train(fraction: float = 1.0, seed: int = 0, quiet: bool = False,
@@ -182,22 +259,30 @@ def train(fraction: float = 1.0, seed: int = 0, quiet: bool = False,
         kept = set(threads[:max(FOLDS, round(len(threads) * fraction))])
         entries = [e for e in entries if e["source"] in kept]
     rows = read_logs(entries)
+    examples = catalogue_examples()
+    runs, lines = out_of_fold(rows, C_GRID, seed, examples)
     best = None
     for c in C_GRID:
-        probs = out_of_fold(rows, c, seed)
-        score = summary(rows, probs, threshold_for(rows, probs))
-        if not quiet:
-            print(f"C={c:g}: {score}")
-        key = (score["both"], score["model_top1"])
-        if best is None or key > best[0]:
-            best = (key, c, probs)
-    _, c, probs = best
+        for mix in MIX_GRID:
+            probs = [mixed(run, line, mix) for run, line in zip(runs[c], lines)]
+            score = summary(rows, probs, threshold_for(rows, probs))
+            if not quiet:
+                print(f"C={c:g} mix={mix:g}: {score}")
+            key = (score["both"], score["model_top1"], score["model_top3"])
+            if best is None or key > best[0]:
+                best = (key, c, mix, probs)
+    _, c, mix, probs = best
     threshold = threshold_for(rows, probs)
     score = summary(rows, probs, threshold)
-    vectorizer, model = fit([r["bag"] for r in rows], [r["label"] for r in rows], c)
+    vectorizer, model = fit([r["bag"] for r in rows], [r["label"] for r in rows], c, examples)
     meta = {"trained_on": "world dev split", "logs": len(rows), "C": c, "min_df": MIN_DF,
-            "out_of_fold": score}
-    return export(vectorizer, model, threshold, signature_precision(rows), meta)
+            "examples": len(examples), "mix": mix, "out_of_fold": score}
+    data = export(vectorizer, model, threshold, signature_precision(rows), meta)
+    if mix > 0:
+        line_vectorizer, line_model = fit_lines(rows, examples)
+        data["lines"] = export_linear(line_vectorizer, line_model)
+        data["mix"] = mix
+    return data
 
 
 def main(argv: list[str] | None = None) -> int:

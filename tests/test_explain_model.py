@@ -21,7 +21,7 @@ from ncclcheck.explain.model_reading import MAX_HYPOTHESES
 from ncclcheck.explain.normalize import strip_prefix, words
 from ncclcheck.explain.scan import HEAD_LINES, TAIL_LINES, Scanner
 from ncclcheck.explain.signals import signal_of
-from ncclcheck.explain.textmodel import CLEAN, MODEL_FILE, TextModel, load_model
+from ncclcheck.explain.textmodel import CLEAN, MODEL_FILE, NONE, Linear, TextModel, load_model
 from ncclcheck.model import Category
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -278,3 +278,74 @@ def test_the_shipped_model_is_what_the_training_script_makes():
     assert fresh["classes"] == shipped["classes"]
     assert fresh["threshold"] == shipped["threshold"]
     assert set(fresh["features"]) == set(shipped["features"])
+
+
+# -- the line reading ------------------------------------------------------------------------
+
+def _two_reader_model(mix: float) -> TextModel:
+    """By hand: the run reading leans to timeout; the line reading knows that a line with
+    'frobnicator' is shared_memory's deciding line and a line with 'stalled' timeout's."""
+    return TextModel.from_dict({
+        "classes": [CLEAN, "shared_memory", "timeout"], "bias": [0.0, 0.0, 1.0],
+        "threshold": 0.3, "signature_precision": {}, "meta": {}, "mix": mix,
+        "features": {"error": [1.0, [[1, 0.5], [2, 0.5]]]},
+        "lines": {"classes": [NONE, "shared_memory", "timeout"], "bias": [2.0, -2.0, -2.0],
+                  "features": {"frobnicator": [1.0, [[1, 8.0]]], "stalled": [1.0, [[2, 5.0]]],
+                               "step": [1.0, [[0, 1.0]]]}}})
+
+
+def test_the_line_reading_shows_the_deciding_line_and_keeps_a_distribution(tmp_path):
+    log = tmp_path / "run.log"
+    log.write_text("step 1 ok\nERROR the frobnicator exploded\nstep 2 stalled\nstep 3 ok\n")
+    text = explain([str(log)], None).text
+    model = _two_reader_model(0.5)
+    reading = model.read(text)
+    probs = dict(reading.probabilities)
+    assert sum(probs.values()) == pytest.approx(1.0)
+    assert reading.top[0] == "shared_memory"  # the line reading outweighs the run's lean
+    assert reading.evidence["shared_memory"][0].text == "ERROR the frobnicator exploded"
+    assert reading.evidence["timeout"][0].text == "step 2 stalled"
+    # the mixture, by hand: half the run reading, half each category's likeliest line
+    run = dict(zip(model.classes, model.run.probabilities(text.bag())))
+    best = {c: max(model.lines.probabilities(set(f))[i] for *_, f in text.lines)
+            for i, c in enumerate(model.lines.classes) if c != NONE}
+    scale = max(1.0, sum(best.values()))
+    assert probs["timeout"] == pytest.approx(0.5 * run["timeout"] + 0.5 * best["timeout"] / scale)
+    assert probs[CLEAN] == pytest.approx(0.5 * run[CLEAN] + 0.5 * (1 - sum(best.values()) / scale))
+    # without the line reading, the run reading alone decides
+    assert _two_reader_model(0.0).read(text).top[0] == "timeout"
+
+
+def test_the_training_script_reads_every_signature_example():
+    trainer = _trainer()
+    from ncclcheck.explain.catalogue import load
+    examples = trainer.catalogue_examples()
+    wanted = [s for s in load() if s.example and not s.warning]
+    assert len(examples) == len(wanted) > 100
+    assert {label for _, label in examples} <= {c.value for c in Category}
+
+
+def test_run_time_line_reading_equals_scikit_learns_predictions():
+    trainer = _trainer()
+    rng = random.Random(11)
+    vocab = [f"w{i}" for i in range(30)]
+    rows = []
+    for n in range(24):
+        label = ["timeout", "interface", "cuda", CLEAN][n % 4]
+        lines = [(f"line {j}", sorted(rng.sample(vocab, 5))) for j in range(4)]
+        if label != CLEAN:
+            lines.append((f"decides {label}", sorted(set(rng.sample(vocab, 3)) | {f"k{label}"})))
+        rows.append({"label": label, "lines": lines,
+                     "deciding": f"decides {label}" if label != CLEAN else ""})
+    examples = [(["kcuda", "w1"], "cuda"), (["ktimeout"], "timeout")]
+    vectorizer, model = trainer.fit_lines(rows, examples)
+    assert set(model.classes_) == {NONE, "timeout", "interface", "cuda"}
+    shipped = Linear.from_dict(json.loads(json.dumps(trainer.export_linear(vectorizer, model))))
+    for _, feats in rows[0]["lines"] + rows[1]["lines"]:
+        want = dict(zip(model.classes_, model.predict_proba(vectorizer.transform([feats]))[0]))
+        got = dict(zip(shipped.classes, shipped.probabilities(set(feats))))
+        assert got == pytest.approx(want, abs=2e-3)
+    per_log = trainer.line_reading((vectorizer, model), rows[:2])
+    assert per_log[1]["interface"] == pytest.approx(max(
+        shipped.probabilities(set(f))[shipped.classes.index("interface")]
+        for _, f in rows[1]["lines"]), abs=2e-3)

@@ -1,19 +1,26 @@
-"""The second reader: a linear text model over a log's words, for logs no signature decides.
+"""The second reader: two linear text models over a log's words, for logs no signature decides.
 
 Signatures recognise the messages someone wrote down; on real logs from threads outside the
 corpus most misses are logs where explain found nothing although the evidence is there, in a
 wording no signature was written for. This reader sees the lines the scanner keeps (error
 lines, NCCL INFO lines, launch and setting lines; never chosen by the gate, so every engine
 hands it the same lines) and each file's first and last lines, with prefixes stripped and
-volatile tokens masked (normalize.py), as one bag of words and word pairs per run, with the
-taxonomy's cue words (cues.py) marked by the kind of line. Its weights are trained on the world
-corpus's dev split by ``scripts/train_explain_model.py`` (scikit-learn's TF-IDF and logistic
-regression, at training time only) and shipped as ``textmodel.json.gz``; reading applies them
-with the standard library.
+volatile tokens masked (normalize.py), with the taxonomy's cue words (cues.py) marked by the
+kind of line. It reads them twice:
+
+- the run reading: every line's words and word pairs as one bag per run (a class for a healthy
+  run among the categories);
+- the line reading: each line alone, as the deciding line of a category or as a line that
+  decides nothing; a category's reading is its likeliest line, which is also the evidence shown.
+
+Both are trained on the world corpus's dev split and on every signature's example message (the
+message formats of NCCL, torch and the launchers, which no set of logs shows all of) by
+``scripts/train_explain_model.py`` (scikit-learn's TF-IDF and logistic regression, at training
+time only) and shipped as ``textmodel.json.gz``; reading applies them with the standard library.
 
 The model gives a probability per category (and for "clean"); explain uses its reading only
 when no signature is decisive, and only above the threshold chosen on dev so clean logs stay
-clean (engine.py).
+clean (model_reading.py).
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from ncclcheck.explain.normalize import normalized, strip_prefix, words
 
 MODEL_FILE = Path(__file__).with_name("textmodel.json.gz")
 CLEAN = ""            # the class of a healthy log
+NONE = "none"         # the line reader's class of a line that decides nothing
 MAX_LINES = 4000      # distinct lines per run the model reads
 MAX_LINE_CHARS = 2000
 EVIDENCE = 3          # lines shown per category
@@ -133,33 +141,29 @@ class Reading:
 
 
 @dataclass(frozen=True)
-class TextModel:
-    """Weights as trained: per feature its idf and its weight per class (sparse)."""
+class Linear:
+    """One linear model as trained: per feature its idf and its weight per class (sparse);
+    binary tf x idf, l2-normalised, as scikit-learn's TfidfVectorizer + LogisticRegression."""
 
     classes: tuple[str, ...]
     bias: tuple[float, ...]
     idf: dict[str, float]
     weights: dict[str, dict[int, float]]
-    threshold: float
-    signature_precision: dict[str, float]
-    meta: dict[str, Any]
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "TextModel":
+    def from_dict(cls, data: dict[str, Any]) -> "Linear":
         idf, weights = {}, {}
         for feat, (feat_idf, pairs) in data["features"].items():
             idf[feat] = float(feat_idf)
             weights[feat] = {int(c): float(w) for c, w in pairs}
-        return cls(tuple(data["classes"]), tuple(float(b) for b in data["bias"]), idf, weights,
-                   float(data["threshold"]), dict(data.get("signature_precision", {})),
-                   dict(data.get("meta", {})))
+        return cls(tuple(data["classes"]), tuple(float(b) for b in data["bias"]), idf, weights)
 
-    def _norm(self, bag: set[str]) -> float:
+    def norm(self, bag: set[str]) -> float:
         return math.sqrt(sum(self.idf[f] ** 2 for f in bag if f in self.idf)) or 1.0
 
     def scores(self, bag: set[str], norm: float | None = None) -> list[float]:
-        """The class scores of a bag of features (binary tf x idf, l2-normalised, linear)."""
-        norm = self._norm(bag) if norm is None else norm
+        """The class scores of a bag of features."""
+        norm = self.norm(bag) if norm is None else norm
         scores = list(self.bias)
         for feat in bag:
             weights = self.weights.get(feat)
@@ -169,44 +173,104 @@ class TextModel:
                     scores[c] += x * w
         return scores
 
-    def read(self, text: LogText) -> Reading:
-        bag = text.bag()
-        norm = self._norm(bag)
+    def probabilities(self, bag: set[str], norm: float | None = None) -> list[float]:
         scores = self.scores(bag, norm)
         top = max(scores)
         exps = [math.exp(s - top) for s in scores]
         total = sum(exps)
-        probs = sorted(((self.classes[i], e / total) for i, e in enumerate(exps)),
-                       key=lambda item: -item[1])
-        likeliest = [c for c, _ in probs[:EVIDENCE_CLASSES]]
-        return Reading(tuple(probs), self._evidence(text, norm, likeliest),
-                       self.threshold, text.failed)
+        return [e / total for e in exps]
+
+
+@dataclass(frozen=True)
+class TextModel:
+    """The two readings as trained: ``run`` reads a run's lines as one bag (with a class for a
+    healthy run); ``lines`` reads each line alone, as a deciding line of a category or as
+    ``NONE``, and a category's line reading is its likeliest line. A run's probabilities are
+    ``(1 - mix) x run + mix x lines``."""
+
+    run: Linear
+    threshold: float
+    signature_precision: dict[str, float]
+    meta: dict[str, Any]
+    lines: Linear | None = None
+    mix: float = 0.0
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "TextModel":
+        lines = Linear.from_dict(data["lines"]) if data.get("lines") else None
+        return cls(Linear.from_dict(data), float(data["threshold"]),
+                   dict(data.get("signature_precision", {})), dict(data.get("meta", {})),
+                   lines, float(data.get("mix", 0.0)) if lines else 0.0)
+
+    @property
+    def classes(self) -> tuple[str, ...]:
+        return self.run.classes
+
+    def scores(self, bag: set[str], norm: float | None = None) -> list[float]:
+        """The run reading's class scores of a bag of features."""
+        return self.run.scores(bag, norm)
+
+    def read(self, text: LogText) -> Reading:
+        bag = text.bag()
+        norm = self.run.norm(bag)
+        probs = dict(zip(self.run.classes, self.run.probabilities(bag, norm)))
+        best_lines = self._line_reading(text)
+        if best_lines:
+            likeliest = {c: lines[0].weight for c, lines in best_lines.items()}
+            scale = max(1.0, sum(likeliest.values()))
+            mixed = {c: (1 - self.mix) * p for c, p in probs.items()}
+            for category, p in likeliest.items():
+                mixed[category] = mixed.get(category, 0.0) + self.mix * p / scale
+            mixed[CLEAN] = mixed.get(CLEAN, 0.0) + self.mix * (1 - sum(likeliest.values()) / scale)
+            probs = mixed
+        ranked = tuple(sorted(probs.items(), key=lambda item: -item[1]))
+        likeliest_classes = [c for c, _ in ranked[:EVIDENCE_CLASSES]]
+        evidence = self._evidence(text, norm, likeliest_classes)
+        for category in likeliest_classes:
+            if best_lines.get(category):
+                evidence[category] = best_lines[category]
+        return Reading(ranked, evidence, self.threshold, text.failed)
+
+    def _line_reading(self, text: LogText) -> dict[str, tuple[EvidenceLine, ...]]:
+        """Per category, the lines the line reader reads likeliest as its deciding line (at
+        most EVIDENCE, likeliest first, the probability as their weight)."""
+        if self.lines is None or self.mix <= 0:
+            return {}
+        best: dict[int, list[EvidenceLine]] = {}
+        for file, number, line_text, feats in text.lines:
+            for c, p in enumerate(self.lines.probabilities(set(feats))):
+                if self.lines.classes[c] == NONE:
+                    continue
+                kept = best.setdefault(c, [])
+                if len(kept) < EVIDENCE or p > kept[-1].weight:
+                    kept.append(EvidenceLine(file, number, line_text[:300], p))
+                    kept.sort(key=lambda e: -e.weight)
+                    del kept[EVIDENCE:]
+        return {self.lines.classes[c]: tuple(kept) for c, kept in best.items()}
 
     def _evidence(self, text: LogText, norm: float,
                   categories: list[str]) -> dict[str, tuple[EvidenceLine, ...]]:
-        """Per category, the lines whose features weigh most for it (each feature counted on
-        the first line that has it, as the model counts it once)."""
-        index = {c: i for i, c in enumerate(self.classes)}
-        wanted = [index[c] for c in categories]
+        """Per category, the lines whose features weigh most for it in the run reading (each
+        feature counted on the first line that has it, as the model counts it once)."""
+        index = {c: i for i, c in enumerate(self.run.classes)}
+        wanted = [index[c] for c in categories if c in index]
         scored: dict[int, list[EvidenceLine]] = {c: [] for c in wanted}
         counted: set[str] = set()
         for file, number, line_text, feats in text.lines:
             line_weight_of = dict.fromkeys(wanted, 0.0)
             for feat in feats:
-                weights = self.weights.get(feat)
+                weights = self.run.weights.get(feat)
                 if not weights or feat in counted:
                     continue
                 counted.add(feat)
-                x = self.idf[feat] / norm
+                x = self.run.idf[feat] / norm
                 for c in wanted:
                     line_weight_of[c] += x * weights.get(c, 0.0)
             for c, weight in line_weight_of.items():
                 if weight > 0:
                     scored[c].append(EvidenceLine(file, number, line_text[:300], weight))
-        out = {}
-        for category, c in zip(categories, wanted):
-            out[category] = tuple(sorted(scored[c], key=lambda e: -e.weight)[:EVIDENCE])
-        return out
+        return {self.run.classes[c]: tuple(sorted(scored[c], key=lambda e: -e.weight)[:EVIDENCE])
+                for c in wanted}
 
 
 @lru_cache(maxsize=2)
