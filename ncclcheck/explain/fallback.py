@@ -32,14 +32,21 @@ _FAILED = re.compile(
     r"Traceback \(most recent call last\)|^\W*(?:[\w.]+\.)?\w*(?:Error|Exception)\b|"
     r"\b(?:ERROR|FATAL|Fatal error)\b|\berror\b(?![:=]?\s*[\d.]+)|Segmentation fault|"
     r"core dumped|\bKilled\b|\bAborted\b|bus error|exit ?code:? ?-?[1-9]|\bSIG[A-Z]{3,5}\b|"
-    r"NCCL error|nccl\w+Error|CUDA error|\bfail(?:ed|ure)\b")
+    r"NCCL error|nccl\w+Error|CUDA error|\bfail(?:ed|ure)\b|"
+    # what a failure says in words of its own, whatever the program printing it
+    r"(?i:\binvalid\b|out of memory|\bstuck\b|\bunable to\b|\bcould not\b|\bcannot\b|"
+    r"timed out|refused|\bdenied\b|\bunreachable\b|\bincompatible\b|\bno space\b)")
 # A line that is only information or a warning the program carried on from (glog's
 # ``[W socket.cpp:601]`` / ``W0611 11:44:19`` included).
 _HARMLESS = re.compile(r"\bINFO\b|\bWARNING\b|Warning\b|deprecat|\bno errors?\b|"
                        r"without errors?|\b0 errors?\b|"
-                       r"(?-i:^\W*\[?[WI]\d{0,4}[ \]]\S*\.(?:cpp|cc|h)\b)",
+                       r"(?-i:^\W*\[?[WI]\d{0,4}[ \]]\S*\.(?:cpp|cc|h)\b)|"
+                       # glog's warning or info stamp after a launcher's prefix:
+                       # ``[rank0]:[W316 16:03:36.96 ProcessGroupNCCL.cpp:5072]``
+                       r"(?-i:\[[WI]\d{0,4}[^\]\[]*\.(?:cpp|cc|h):\d+\])",
                        re.I)
-_NCCL_WARN = re.compile(r"\bNCCL WARN\b|^\s*WARN\b")
+# NCCL before 2.4 printed ``host:pid:tid [n] include/socket.h:371 WARN ...``, no "NCCL"
+_NCCL_WARN = re.compile(r"\bNCCL WARN\b|^\s*WARN\b|\.(?:cc|cu|h|cpp):\d+ WARN\b")
 
 
 @dataclass(frozen=True)
