@@ -260,7 +260,7 @@ def test_run_time_reading_equals_scikit_learns_predictions():
     y = [lab for lab in labels for _ in range(6)]
     vectorizer, model = trainer.fit(bags, y, 3.0)
     shipped = TextModel.from_dict(json.loads(json.dumps(
-        trainer.export(vectorizer, model, 0.5, {}, {}))))
+        trainer.export(vectorizer, model, 0.5, {}, {}, min_weight=0.0))))
     for bag in bags[:10] + [["w1", "w2", "unseen"]]:
         want = dict(zip(model.classes_, model.predict_proba(vectorizer.transform([bag]))[0]))
         scores = shipped.scores(set(bag))
@@ -340,7 +340,8 @@ def test_run_time_line_reading_equals_scikit_learns_predictions():
     examples = [(["kcuda", "w1"], "cuda"), (["ktimeout"], "timeout")]
     vectorizer, model = trainer.fit_lines(rows, examples)
     assert set(model.classes_) == {NONE, "timeout", "interface", "cuda"}
-    shipped = Linear.from_dict(json.loads(json.dumps(trainer.export_linear(vectorizer, model))))
+    shipped = Linear.from_dict(json.loads(json.dumps(
+        trainer.export_linear(vectorizer, model, min_weight=0.0))))
     for _, feats in rows[0]["lines"] + rows[1]["lines"]:
         want = dict(zip(model.classes_, model.predict_proba(vectorizer.transform([feats]))[0]))
         got = dict(zip(shipped.classes, shipped.probabilities(set(feats))))
