@@ -35,7 +35,8 @@ from ncclcheck.explain.catalogue import load as load_catalogue  # noqa: E402
 from ncclcheck.explain.engine import explain  # noqa: E402
 from ncclcheck.explain.model_reading import decisive, leaves_open  # noqa: E402
 from ncclcheck.explain.normalize import normalized  # noqa: E402
-from ncclcheck.explain.textmodel import CLEAN, MODEL_FILE, NONE, line_features  # noqa: E402
+from ncclcheck.explain.textmodel import (  # noqa: E402
+    CLEAN, MODEL_FILE, NONE, line_features, mixed)
 
 WORLD = ROOT / "tests" / "data" / "logs" / "world"
 DEV = WORLD / "dev"
@@ -139,18 +140,6 @@ def line_reading(reader, rows: list[dict]) -> list[dict[str, float]]:
             continue
         p = model.predict_proba(vectorizer.transform([feats for _, feats in row["lines"]]))
         out.append({c: float(p[:, i].max()) for i, c in enumerate(model.classes_) if c != NONE})
-    return out
-
-
-def mixed(run: dict[str, float], lines: dict[str, float], mix: float) -> dict[str, float]:
-    """A run's probabilities as explain reads them (textmodel.TextModel.read)."""
-    if not lines or mix <= 0:
-        return dict(run)
-    scale = max(1.0, sum(lines.values()))
-    out = {c: (1 - mix) * p for c, p in run.items()}
-    for c, p in lines.items():
-        out[c] = out.get(c, 0.0) + mix * p / scale
-    out[CLEAN] = out.get(CLEAN, 0.0) + mix * (1 - sum(lines.values()) / scale)
     return out
 
 

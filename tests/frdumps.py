@@ -1,6 +1,7 @@
 """Flight-recorder dumps built from the format's schema (the field names torch's FlightRecorder
 writes, version by version), for tests: NCCL's started/completed states and older releases
-cannot be produced on a CPU machine."""
+cannot be produced on a CPU machine. ``torch_dump`` has torch's own recorder write one over
+Gloo, in a subprocess."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import json
 import os
 import pickle
 import random
+import subprocess
+import sys
 from pathlib import Path
 from typing import Iterator
 
@@ -72,3 +75,21 @@ def mutated(data: bytes, count: int, seed: int) -> Iterator[bytes]:
             for _ in range(rng.randint(1, 8)):
                 copy[rng.randrange(2, len(copy))] = rng.randrange(256)
         yield bytes(copy)
+
+
+def torch_dump(folder: Path, buffer_size: int, collectives: str) -> bytes:
+    """The dump torch's flight recorder writes for one Gloo rank (a subprocess, 120 s at most)
+    after ``collectives`` (Python lines over a tensor ``t`` of 8 ones) in a buffer of
+    ``buffer_size`` entries."""
+    code = (
+        f"import os; os.environ['TORCH_FR_BUFFER_SIZE'] = '{buffer_size}'\n"
+        "import torch, torch.distributed as dist\n"
+        "from torch._C._distributed_c10d import _dump_fr_trace\n"
+        f"dist.init_process_group('gloo', init_method='file://{folder}/store', rank=0, "
+        "world_size=1)\n"
+        "t = torch.ones(8)\n"
+        f"{collectives}"
+        f"open('{folder}/nccl_trace_rank_0', 'wb').write(_dump_fr_trace())\n"
+        "dist.destroy_process_group()\n")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120, capture_output=True)
+    return (folder / "nccl_trace_rank_0").read_bytes()

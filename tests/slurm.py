@@ -79,6 +79,19 @@ def wait_for_daemons(daemons: Sequence["Daemon"], ready: Callable[[], bool], tim
     raise RuntimeError(f"Slurm not ready ({what}) after {timeout:g} s:\n" + logs())
 
 
+def cancel_test_jobs(daemons: Sequence["Daemon"],
+                     run: Callable[..., subprocess.CompletedProcess[str]]) -> bool:
+    """Cancel what is left of the tests' jobs while slurmctld still runs (10 s at most); True
+    when it did."""
+    if not any(d.name == "slurmctld" and d.process.poll() is None for d in daemons):
+        return False
+    try:
+        run(["scancel", "--full", "--partition=test", "--user=root"], timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+    return True
+
+
 def daemon_logs(folder: Path, tail: int) -> str:
     """The end of every daemon's output and log file in ``folder``."""
     return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-tail:]}"
@@ -182,11 +195,7 @@ class SlurmCluster:
 
     def stop(self) -> None:
         """Cancel what is left of the tests' jobs, then stop slurmd, slurmctld, munged by pid."""
-        if any(d.name == "slurmctld" and d.process.poll() is None for d in self.daemons):
-            try:
-                self.run(["scancel", "--full", "--partition=test", "--user=root"], timeout=10)
-            except subprocess.TimeoutExpired:
-                pass
+        if cancel_test_jobs(self.daemons, self.run):
             self._wait_for_no_steps(15)
         for daemon in reversed(self.daemons):
             daemon.stop()

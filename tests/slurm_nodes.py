@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Sequence
 
 from netns import Cluster
-from slurm import Daemon, _free_port, daemon_logs, wait_for_daemons
+from slurm import Daemon, _free_port, cancel_test_jobs, daemon_logs, wait_for_daemons
 
 CONF_TEMPLATE = Path(__file__).parent / "slurm" / "slurm-nodes.conf"
 CONTROLLER = "ctl"
@@ -150,11 +150,7 @@ class NodesSlurm:
 
     def stop(self) -> None:
         """Cancel what is left of the jobs, then stop every daemon by its pid (slurmds first)."""
-        if any(d.name == "slurmctld" and d.process.poll() is None for d in self.daemons):
-            try:
-                self.run(["scancel", "--full", "--partition=test", "--user=root"], timeout=10)
-            except subprocess.TimeoutExpired:
-                pass
+        cancel_test_jobs(self.daemons, self.run)
         for daemon in reversed(self.daemons):
             daemon.stop()
 

@@ -19,7 +19,7 @@ import pytest
 from ncclcheck.explain.engine import explain
 from ncclcheck.flightrec.analyze import COMPLETED, MISMATCH, NEVER_ARRIVED, STUCK, analyze
 from ncclcheck.flightrec.load import DumpError, read_dump, sniff_dump
-from frdumps import Hostile, entry, mutated, write
+from frdumps import Hostile, entry, mutated, torch_dump, write
 
 
 def verdict_of(folder: Path, job_ranks=None):
@@ -180,20 +180,9 @@ def test_a_hostile_pickle_runs_nothing_and_the_rest_is_analysed(tmp_path):
 @pytest.fixture(scope="module")
 def real_dump(tmp_path_factory) -> bytes:
     """A dump written by torch's own flight recorder over Gloo (one rank, a subprocess)."""
-    folder = tmp_path_factory.mktemp("real")
-    code = (
-        "import os; os.environ['TORCH_FR_BUFFER_SIZE'] = '50'\n"
-        "import torch, torch.distributed as dist\n"
-        "from torch._C._distributed_c10d import _dump_fr_trace\n"
-        f"dist.init_process_group('gloo', init_method='file://{folder}/store', rank=0, "
-        "world_size=1)\n"
-        "t = torch.ones(8)\n"
-        "for _ in range(5): dist.all_reduce(t)\n"
-        "dist.broadcast(t, 0)\n"
-        f"open('{folder}/nccl_trace_rank_0', 'wb').write(_dump_fr_trace())\n"
-        "dist.destroy_process_group()\n")
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=120, capture_output=True)
-    return (folder / "nccl_trace_rank_0").read_bytes()
+    return torch_dump(tmp_path_factory.mktemp("real"), 50,
+                      "for _ in range(5): dist.all_reduce(t)\n"
+                      "dist.broadcast(t, 0)\n")
 
 
 def test_a_real_dump_reads_with_its_frames(tmp_path, real_dump):

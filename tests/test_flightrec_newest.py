@@ -8,13 +8,11 @@ ranks are built from the format's schema (tests/frdumps.py), as NCCL's states ne
 from __future__ import annotations
 
 import pickle
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from frdumps import Hostile, entry, mutated, write
+from frdumps import Hostile, entry, mutated, torch_dump, write
 from ncclcheck.explain import hangs
 from ncclcheck.explain.engine import explain
 from ncclcheck.explain.findings import Findings
@@ -27,20 +25,9 @@ WINDOW = hangs.FIRST_WINDOW
 @pytest.fixture(scope="module")
 def real_dump(tmp_path_factory) -> bytes:
     """300 collectives (all_reduce and broadcast) in a 200-entry buffer: the ring wrapped."""
-    folder = tmp_path_factory.mktemp("real")
-    code = (
-        "import os; os.environ['TORCH_FR_BUFFER_SIZE'] = '200'\n"
-        "import torch, torch.distributed as dist\n"
-        "from torch._C._distributed_c10d import _dump_fr_trace\n"
-        f"dist.init_process_group('gloo', init_method='file://{folder}/store', rank=0, "
-        "world_size=1)\n"
-        "t = torch.ones(8)\n"
-        "for i in range(300):\n"
-        "    dist.broadcast(t, 0) if i % 3 == 0 else dist.all_reduce(t)\n"
-        f"open('{folder}/nccl_trace_rank_0', 'wb').write(_dump_fr_trace())\n"
-        "dist.destroy_process_group()\n")
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=120, capture_output=True)
-    return (folder / "nccl_trace_rank_0").read_bytes()
+    return torch_dump(tmp_path_factory.mktemp("real"), 200,
+                      "for i in range(300):\n"
+                      "    dist.broadcast(t, 0) if i % 3 == 0 else dist.all_reduce(t)\n")
 
 
 def _both(path: Path):

@@ -181,6 +181,20 @@ class Linear:
         return [e / total for e in exps]
 
 
+def mixed(run: dict[str, float], lines: dict[str, float], mix: float) -> dict[str, float]:
+    """A run's probabilities: ``(1 - mix)`` of the run reading and ``mix`` of the line reading
+    (each category's likeliest line, scaled so the categories sum to at most one; what is left
+    goes to the healthy class). Without a line reading, the run reading alone."""
+    if not lines or mix <= 0:
+        return dict(run)
+    scale = max(1.0, sum(lines.values()))
+    out = {c: (1 - mix) * p for c, p in run.items()}
+    for category, p in lines.items():
+        out[category] = out.get(category, 0.0) + mix * p / scale
+    out[CLEAN] = out.get(CLEAN, 0.0) + mix * (1 - sum(lines.values()) / scale)
+    return out
+
+
 @dataclass(frozen=True)
 class TextModel:
     """The two readings as trained: ``run`` reads a run's lines as one bag (with a class for a
@@ -213,22 +227,13 @@ class TextModel:
     def read(self, text: LogText) -> Reading:
         bag = text.bag()
         norm = self.run.norm(bag)
-        probs = dict(zip(self.run.classes, self.run.probabilities(bag, norm)))
+        run = dict(zip(self.run.classes, self.run.probabilities(bag, norm)))
         best_lines = self._line_reading(text)
-        if best_lines:
-            likeliest = {c: lines[0].weight for c, lines in best_lines.items()}
-            scale = max(1.0, sum(likeliest.values()))
-            mixed = {c: (1 - self.mix) * p for c, p in probs.items()}
-            for category, p in likeliest.items():
-                mixed[category] = mixed.get(category, 0.0) + self.mix * p / scale
-            mixed[CLEAN] = mixed.get(CLEAN, 0.0) + self.mix * (1 - sum(likeliest.values()) / scale)
-            probs = mixed
+        probs = mixed(run, {c: lines[0].weight for c, lines in best_lines.items()}, self.mix)
         ranked = tuple(sorted(probs.items(), key=lambda item: -item[1]))
-        likeliest_classes = [c for c, _ in ranked[:EVIDENCE_CLASSES]]
-        evidence = self._evidence(text, norm, likeliest_classes)
-        for category in likeliest_classes:
-            if best_lines.get(category):
-                evidence[category] = best_lines[category]
+        likeliest = [c for c, _ in ranked[:EVIDENCE_CLASSES]]
+        evidence = {c: best_lines[c] for c in likeliest if best_lines.get(c)}
+        evidence.update(self._evidence(text, norm, [c for c in likeliest if c not in evidence]))
         return Reading(ranked, evidence, self.threshold, text.failed)
 
     def _line_reading(self, text: LogText) -> dict[str, tuple[EvidenceLine, ...]]:
