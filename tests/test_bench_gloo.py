@@ -96,6 +96,16 @@ def test_four_ranks_table_and_min_busbw():
     assert "bench.busbw" in out and "below --min-busbw 1000" in out
 
 
+def test_one_rank_has_no_busbw_to_judge():
+    """One rank moves nothing between ranks: busbw is 0 by definition, so the floor is not
+    judged (a one-GPU node's report once called 0 GB/s at 1 KB its "peak")."""
+    proc, _ = ncclcheck("bench", "--nproc", "1", "--min-busbw", "1", *SMALL)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    line = next(x for x in proc.stdout.splitlines() if "bench.busbw" in x)
+    assert line.split()[0] == "skip" and "one rank" in line
+    assert "needs 2 ranks" in proc.stdout and "# Peak bus bandwidth" not in proc.stdout
+
+
 def test_a_rank_that_corrupts_its_input_is_named():
     proc, _ = ncclcheck("bench", "--format", "json", *SMALL, fault="corrupt:1")
     assert proc.returncode == 1

@@ -163,6 +163,11 @@ def test_torch_copy_and_system_copy_differing_is_a_warning(tmp_path, two_copies)
     assert result.status == Status.WARN and result.category.value == "version_mismatch"
     assert "2.20.5" in result.summary and "2.18.3" in result.summary
     assert {c["version"] for c in result.details["copies"]} == {"2.18.3", "2.20.5"}
+    # The loaded file, reached through torch/lib/../../nvidia, is named once and plainly (a
+    # GPU node's report once listed it again among the "other copies").
+    assert "/../" not in result.summary
+    assert result.summary.count("libnccl.so.2") == 2
+    assert result.summary.split("other copies differ: ")[1].startswith(str(b))
 
 
 def test_same_version_copies_pass(tmp_path, two_copies):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ncclcheck.model import BenchSection, Category, CheckResult, failed, passed, warned
+from ncclcheck.model import BenchSection, Category, CheckResult, failed, passed, skipped, warned
 from ncclcheck.registry import CheckSpec
 
 from .faults import FAULT_VARIABLE
@@ -284,6 +284,12 @@ def busbw_check(result: SweepResult, rows: list[SizeRow], min_busbw: float | Non
                                "largest_busbw_gbps": significant(rows[-1].busbw_gbps),
                                "avg_busbw_gbps": significant(average_busbw(rows))}
     at = f"{peak.busbw_gbps:.3g} GB/s busbw (peak, at {format_size(peak.bytes)})"
+    if result.world_size < 2:
+        fastest = max(rows, key=lambda r: r.algbw_gbps)
+        floor = f"; --min-busbw {min_busbw:g} needs 2 ranks or more" if min_busbw else ""
+        return skipped(BUSBW, "one rank: an all-reduce moves nothing between ranks, so busbw is "
+                       f"0 by definition (algbw {fastest.algbw_gbps:.3g} GB/s at "
+                       f"{format_size(fastest.bytes)} is a local copy){floor}", **details)
     if result.backend == "nccl":
         category = Category.P2P if nodes <= 1 else Category.NET_PLUGIN
         cause = ("Check GPU peer-to-peer: NCCL_P2P_DISABLE and NCCL_P2P_LEVEL unset, "

@@ -7,6 +7,8 @@ The library is asked, not guessed: it is loaded in a child process under the dea
 
 from __future__ import annotations
 
+import os
+
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -133,16 +135,18 @@ def check_library(found: Discovery) -> CheckResult:
                       Category.CONFIGURATION, **details)
     winner = found.winner
     what = f"{winner.version or 'unknown version'}" if winner else "unknown version"
-    summary = f"the job loads {found.resolution.found} (NCCL {what}, via {found.resolution.how})"
+    loaded = os.path.normpath(found.resolution.found)  # DT_RPATH spells it with "lib/../.."
+    summary = f"the job loads {loaded} (NCCL {what}, via {found.resolution.how})"
     if found.torch.simulated and not found.override:
         summary = (f"torch here is CPU-only and loads no libnccl; its CUDA build would load "
-                   f"{found.resolution.found} (NCCL {what})")
+                   f"{loaded} (NCCL {what})")
     bundled = [c for c in found.copies if any("wheel" in s or s == "torch/lib" for s in c.sources)]
     system = [c for c in found.copies if c not in bundled and "--nccl-lib" not in c.sources]
     differing = sorted({c.version for c in bundled + system if c.version})
     if bundled and system and len(differing) > 1:
+        others = [c for c in bundled + system if c is not winner]  # the loaded file is named above
         listing = "; ".join(f"{c.path} ({c.version or '?'}, {', '.join(c.sources)})"
-                            for c in bundled + system)
+                            for c in others)
         return warned(LIBRARY, f"{summary}; other copies differ: {listing}",
                       "Make every node load the same NCCL: remove the stray copy from "
                       "LD_LIBRARY_PATH / the system, or LD_PRELOAD the one you mean.",

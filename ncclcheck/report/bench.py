@@ -50,7 +50,7 @@ def bench_table(bench: dict[str, Any]) -> str:
     wrong = sum(r["wrong"] for r in rows)
     lines.append(f"# Out of bounds values : {wrong} {'OK' if wrong == 0 else 'FAILED'}")
     lines.append(f"# Avg bus bandwidth    : {bench.get('avg_busbw_gbps', 0.0):g}")
-    if rows:
+    if rows and bench.get("world_size", 2) > 1:  # one rank: busbw is 0 at every size
         peak = max(rows, key=lambda r: r["busbw_gbps"])
         lines.append(f"# Peak bus bandwidth   : {peak['busbw_gbps']:g} at {peak['bytes']} bytes")
     reference = bench.get("reference")

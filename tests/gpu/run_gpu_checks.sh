@@ -2,7 +2,8 @@
 # The GPU checks of the benchmark, in one bounded run on a machine with CUDA GPUs:
 #   NCCL on every local GPU (the table is printed), the NCCL version cross-check (bench,
 #   torch.cuda.nccl.version(), the library's own banner), bfloat16, and two ranks on one GPU
-#   reported as duplicate_gpu. Needs a CUDA build of torch: PYTHON=/path/to/python overrides.
+#   reported as duplicate_gpu; the corpus's GPU logs made again (make_gpu_logs.py) and read by
+#   explain as the corpus says. Needs a CUDA build of torch: PYTHON=/path/to/python overrides.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 PY="${PYTHON:-.venv/bin/python}"
