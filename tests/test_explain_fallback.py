@@ -102,6 +102,23 @@ def test_line_weights_rank_failures_over_warnings_and_info():
     assert line_weight("epoch 1 loss 0.3") == 0.0
 
 
+@pytest.mark.parametrize("line", [
+    "#       size         count    type   redop     time   algbw   busbw  error     time   algbw",
+    "Validation: 0 failed batches, 0 skipped",
+    "checkpoint upload failed once and was retried successfully",
+])
+def test_lines_that_report_success_are_not_failure_lines(line):
+    """nccl-tests' header names an "error" column; a count of 0 failures or a retry that
+    succeeded reports a success: none may open a healthy log to the model's guesses."""
+    assert line_weight(line) == 0.0
+
+
+@pytest.mark.parametrize("line", ["# Out of bounds values : 12 FAILED",
+                                  "upload failed after 3 retries"])
+def test_a_failure_near_those_words_still_counts(line):
+    assert line_weight(line) == 2.0
+
+
 def test_the_configured_timeout_torch_prints_in_every_work_is_not_a_timeout_cue():
     from ncclcheck.explain.fallback import line_cues
     from ncclcheck.model import Category

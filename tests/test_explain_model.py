@@ -18,6 +18,7 @@ import pytest
 
 from ncclcheck.explain.engine import explain, literal_index
 from ncclcheck.explain.model_reading import MAX_HYPOTHESES
+from ncclcheck.explain.render import render_markdown, render_table
 from ncclcheck.explain.normalize import strip_prefix, words
 from ncclcheck.explain.scan import HEAD_LINES, TAIL_LINES, Scanner
 from ncclcheck.explain.signals import signal_of
@@ -140,11 +141,25 @@ def test_the_model_never_reads_a_log_without_a_failure_line(tmp_path):
     assert result["findings"] == [] and result["hypotheses"] == []
 
 
-def test_below_the_threshold_the_model_abstains(tmp_path):
+def test_below_the_threshold_the_model_abstains_and_its_guesses_are_hypotheses(tmp_path):
+    """A failure line and a reading too weak for a root cause: no finding (the exit code says
+    nothing was found), but the model's likeliest failures as hypotheses and a note naming the
+    line, so a reader is pointed somewhere instead of nowhere."""
     log = tmp_path / "run.log"
-    log.write_text("FATAL the frobnicator exploded while quuxing\n")
-    result = explain([str(log)], _tiny_model(threshold=0.99999)).to_dict()
-    assert not [f for f in result["findings"] if f["id"].startswith("model.")]
+    log.write_text("starting\nFATAL the frobnicator exploded while quuxing\n")
+    result = explain([str(log)], _tiny_model(threshold=0.99999))
+    data = result.to_dict()
+    assert data["findings"] == [] and result.failed is False
+    assert [(h["category"], h["source"]) for h in data["hypotheses"]] == [("shared_memory", "model")]
+    assert 0 < data["hypotheses"][0]["confidence"] < 0.99999
+    assert data["hypotheses"][0]["evidence"][0]["line"] == 2
+    assert [n["id"] for n in data["notes"]] == ["explain.unexplained_failure",
+                                                 "explain.collect_next"]
+    assert f"{log}:2 shows the run failed (FATAL the frobnicator" in data["notes"][0]["text"]
+    table = render_table(data)
+    assert "No known failure found." in table and "A model's guesses" in table
+    assert "1. shared_memory" in table
+    assert "## A model's guesses" in render_markdown(data)
 
 
 def test_a_decisive_signature_keeps_the_root_cause_and_leads_the_hypotheses():

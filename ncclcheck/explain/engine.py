@@ -19,7 +19,8 @@ from ncclcheck.explain.hangs import COLLECT_NEXT, Note, add_hang, read_dumps
 from ncclcheck.explain.infer import add_inferred
 from ncclcheck.explain.lines import LineInfo, parse_line, stamp_in
 from ncclcheck.explain.matcher import Matcher
-from ncclcheck.explain.model_reading import Hypothesis, add_model_reading, hypotheses
+from ncclcheck.explain.model_reading import (Hypothesis, add_model_reading, hypotheses,
+                                               unexplained_failure)
 from ncclcheck.explain.reader import InputError, Source, sniff, sources
 from ncclcheck.explain.prefilter import ENGINE_VARIABLE, LiteralIndex, build_index
 from ncclcheck.explain.reflow import unwrap
@@ -129,7 +130,8 @@ def explain_sources(items: list[Source], model: TextModel | None | str = SHIPPED
         add_fallback(hits, cues)
     findings = hits.ranked(summary.settings)
     if not findings and (items or dumps):
-        notes.append(COLLECT_NEXT)
+        unexplained = unexplained_failure(reading)
+        notes += [unexplained, COLLECT_NEXT] if unexplained else [COLLECT_NEXT]
     return Explanation(findings, summary.to_dict(), [s.name for s in (*items, *dumps)],
                        text=text, hypotheses=hypotheses(findings, reading, reader), notes=notes)
 

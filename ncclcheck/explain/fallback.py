@@ -30,7 +30,7 @@ MAX_DISTINCT = 2048    # distinct error messages scored per run
 # A line that shows the run failed (not only that something was retried or probed).
 _FAILED = re.compile(
     r"Traceback \(most recent call last\)|^\W*(?:[\w.]+\.)?\w*(?:Error|Exception)\b|"
-    r"\b(?:ERROR|FATAL|Fatal error)\b|\berror\b(?![:=]?\s*[\d.]+)|Segmentation fault|"
+    r"\b(?:ERROR|FATAL|Fatal error|FAILED)\b|\berror\b(?![:=]?\s*[\d.]+)|Segmentation fault|"
     r"core dumped|\bKilled\b|\bAborted\b|bus error|exit ?code:? ?-?[1-9]|\bSIG[A-Z]{3,5}\b|"
     r"NCCL error|nccl\w+Error|CUDA error|\bfail(?:ed|ure)\b|"
     # what a failure says in words of its own, whatever the program printing it
@@ -39,11 +39,13 @@ _FAILED = re.compile(
 # A line that is only information or a warning the program carried on from (glog's
 # ``[W socket.cpp:601]`` / ``W0611 11:44:19`` included).
 _HARMLESS = re.compile(r"\bINFO\b|\bWARNING\b|Warning\b|deprecat|\bno errors?\b|"
-                       r"without errors?|\b0 errors?\b|"
+                       r"without errors?|\b0 (?:errors?|fail(?:ed|ures?))\b|\bsuccessfully\b|"
                        r"(?-i:^\W*\[?[WI]\d{0,4}[ \]]\S*\.(?:cpp|cc|h)\b)|"
                        # glog's warning or info stamp after a launcher's prefix:
                        # ``[rank0]:[W316 16:03:36.96 ProcessGroupNCCL.cpp:5072]``
-                       r"(?-i:\[[WI]\d{0,4}[^\]\[]*\.(?:cpp|cc|h):\d+\])",
+                       r"(?-i:\[[WI]\d{0,4}[^\]\[]*\.(?:cpp|cc|h):\d+\])|"
+                       # nccl-tests' column header: older releases name the last column "error"
+                       r"^\W*#.*\balgbw\b.*\bbusbw\b",
                        re.I)
 # NCCL before 2.4 printed ``host:pid:tid [n] include/socket.h:371 WARN ...``, no "NCCL"
 _NCCL_WARN = re.compile(r"\bNCCL WARN\b|^\s*WARN\b|\.(?:cc|cu|h|cpp):\d+ WARN\b")

@@ -20,6 +20,7 @@ from ncclcheck.explain.catalogue import SPECIFIC, Signature
 from ncclcheck.explain.cues import category_signature
 from ncclcheck.explain.fallback import PREFIX as FALLBACK_PREFIX
 from ncclcheck.explain.findings import Finding, Findings, Hit
+from ncclcheck.explain.hangs import Note
 from ncclcheck.explain.textmodel import EvidenceLine, Reading, TextModel
 from ncclcheck.model import Category
 
@@ -117,10 +118,15 @@ def _root_confidence(root: Finding, reading: Reading | None, model: TextModel | 
 
 def hypotheses(findings: list[Finding], reading: Reading | None,
                model: TextModel | None) -> list[Hypothesis]:
-    """Up to three categories, most likely first; the root cause's category leads. None when
-    nothing was found (a clean log has no hypothesis)."""
+    """Up to three categories, most likely first; the root cause's category leads. Without a
+    root cause, the model's likeliest failures only where a line shows the run failed (its
+    guesses, below the threshold it names a root cause at); none for a log without such a line
+    (a clean log has no hypothesis)."""
     if not findings:
-        return []
+        if reading is None or not reading.failed:
+            return []
+        return [Hypothesis(category, p, "model", reading.evidence.get(category, ())[:MAX_EVIDENCE])
+                for category, p in reading.failing()[:MAX_HYPOTHESES]]
     root = findings[0]
     lead = root.signature.category.value
     confidence = _root_confidence(root, reading, model)
@@ -147,3 +153,16 @@ def hypotheses(findings: list[Finding], reading: Reading | None,
         if len(out) == MAX_HYPOTHESES:
             break
     return out
+
+
+def unexplained_failure(reading: Reading | None) -> Note | None:
+    """With no root cause: the line that shows the run failed, and that the hypotheses are the
+    model's guesses, not a finding."""
+    if reading is None or not reading.failed or reading.failure is None:
+        return None
+    where = reading.failure
+    return Note("explain.unexplained_failure", (
+        f"{where.file}:{where.line} shows the run failed ({where.text.strip()[:200]}), but no "
+        f"known message decides why and the text model's reading is below the confidence at "
+        f"which it names a root cause; its likeliest categories are listed as hypotheses, "
+        f"guesses to check against those lines"))

@@ -58,9 +58,12 @@ def _wrap(text: str, indent: str) -> list[str]:
 def _hypothesis_lines(data: dict[str, Any]) -> list[str]:
     """The ranked candidates, one line each with its evidence's first line (table)."""
     hyps = data.get("hypotheses") or []
-    if len(hyps) < 2:
+    if len(hyps) < (2 if data["findings"] else 1):
         return []
-    out = ["", "Most likely categories (root cause first; a model's reading is marked model):"]
+    title = ("Most likely categories (root cause first; a model's reading is marked model):"
+             if data["findings"] else
+             "A model's guesses (no root cause: below the confidence it names one at):")
+    out = ["", title]
     for n, h in enumerate(hyps, 1):
         out.append(f"  {n}. {h['category']:<16} {h['confidence']:>5.0%}  {h['source']}")
         for e in h["evidence"][:2]:
@@ -72,7 +75,7 @@ def render_table(data: dict[str, Any]) -> str:
     findings = data["findings"]
     out = [f"ncclcheck explain — {len(data['files'])} log(s)"]
     if not findings:
-        out += ["", "No known failure found."]
+        out += ["", "No known failure found."] + _hypothesis_lines(data)
     else:
         root = findings[0]
         out += ["", f"ROOT CAUSE  {root['title']}  [{root['id']}, {root['category']}]"]
@@ -104,11 +107,24 @@ def render_table(data: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def _hypothesis_table(hyps: list[dict[str, Any]], title: str) -> list[str]:
+    out = ["", f"## {title}", "", "| # | category | confidence | source | evidence |",
+           "|---:|---|---:|---|---|"]
+    for n, h in enumerate(hyps, 1):
+        first = h["evidence"][0] if h["evidence"] else None
+        cell = (f"`{first['file']}:{first['line']}` "
+                f"{first['text'].strip()[:120]}".replace("|", "\\|")) if first else ""
+        out.append(f"| {n} | {h['category']} | {h['confidence']:.0%} | {h['source']} | {cell} |")
+    return out
+
+
 def render_markdown(data: dict[str, Any]) -> str:
     findings = data["findings"]
     out = ["# ncclcheck explain", ""]
+    hyps = data.get("hypotheses") or []
     if not findings:
         out.append("No known failure found.")
+        out += _hypothesis_table(hyps, "A model's guesses") if hyps else []
     else:
         root = findings[0]
         out += [f"## Root cause: {root['title']}", "",
@@ -126,16 +142,8 @@ def render_markdown(data: dict[str, Any]) -> str:
                 cell = f["fix"].replace("|", "\\|")
                 where = f"{f['file']}:{f['line']} {_others(f) or _where(f)}".strip()
                 out.append(f"| {f['count']} | `{f['id']}` | {f['category']} | {where} | {cell} |")
-        hyps = data.get("hypotheses") or []
         if len(hyps) > 1:
-            out += ["", "## Most likely categories", "", "| # | category | confidence | source | "
-                    "evidence |", "|---:|---|---:|---|---|"]
-            for n, h in enumerate(hyps, 1):
-                first = h["evidence"][0] if h["evidence"] else None
-                cell = (f"`{first['file']}:{first['line']}` "
-                        f"{first['text'].strip()[:120]}".replace("|", "\\|")) if first else ""
-                out.append(f"| {n} | {h['category']} | {h['confidence']:.0%} | {h['source']} | "
-                           f"{cell} |")
+            out += _hypothesis_table(hyps, "Most likely categories")
     if data["nccl"]:
         out += ["", "## What NCCL said", ""] + [f"- {line}" for line in summary_lines(data["nccl"])]
     notes = data.get("notes") or []

@@ -87,6 +87,7 @@ class LogText:
 
     lines: list[tuple[str, int, str, tuple[str, ...]]] = field(default_factory=list)
     failed: bool = False  # a line shows the run failed (an exception, an error, a fatal signal)
+    failure: EvidenceLine | None = None  # the first such line
     _seen: set[str] = field(default_factory=set)
     _quick: set[str] = field(default_factory=set)
 
@@ -108,6 +109,7 @@ class LogText:
         self.lines.append((file, line, text, tuple(line_features(text, message))))
         if not self.failed and line_weight(message) >= 2:
             self.failed = True
+            self.failure = EvidenceLine(file, line, text, 1.0)
 
     def bag(self) -> set[str]:
         """Every feature of the run (presence, not counts: one log repeats a line per rank)."""
@@ -122,6 +124,7 @@ class Reading:
     evidence: dict[str, tuple[EvidenceLine, ...]]
     threshold: float
     failed: bool
+    failure: EvidenceLine | None = None  # the first line that shows the run failed
 
     @property
     def top(self) -> tuple[str, float]:
@@ -234,7 +237,7 @@ class TextModel:
         likeliest = [c for c, _ in ranked[:EVIDENCE_CLASSES]]
         evidence = {c: best_lines[c] for c in likeliest if best_lines.get(c)}
         evidence.update(self._evidence(text, norm, [c for c in likeliest if c not in evidence]))
-        return Reading(ranked, evidence, self.threshold, text.failed)
+        return Reading(ranked, evidence, self.threshold, text.failed, text.failure)
 
     def _line_reading(self, text: LogText) -> dict[str, tuple[EvidenceLine, ...]]:
         """Per category, the lines the line reader reads likeliest as its deciding line (at
