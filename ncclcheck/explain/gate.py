@@ -106,17 +106,13 @@ class Gate:
     def keep(self, body: bytes, lines: list[LitLine], noisy: frozenset[int], max_line: int,
              year_known: bool) -> list[LitLine]:
         """The lines among ``lines`` that still go to the matcher."""
-        built = self._database(noisy)
-        if built is None:
+        owners, afters = self._database(noisy), self._spaced_database()
+        if owners is None or afters is None:
             return lines
-        database, first_spaced = built
         matched: set[int] = set()    # line ends where an owner's full pattern may match
         spaced: set[int] = set()     # line ends of lines holding a text after a leading space
-
-        def on_match(expression: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
-            (matched if expression < first_spaced else spaced).add(end)
-
-        database.scan(body, match_event_handler=on_match)
+        owners.scan(body, match_event_handler=lambda _e, _s, end, _f, _c: matched.add(end))
+        afters.scan(body, match_event_handler=lambda _e, _s, end, _f, _c: spaced.add(end))
         ascii_block = body.isascii()
         literals_at = {line_start: ids for _, line_start, _, ids in lines}
         return [line for line in lines
@@ -198,23 +194,29 @@ class Gate:
 
     @lru_cache(maxsize=32)
     def _database(self, noisy: frozenset[int]):
-        """Hyperscan over the full patterns of the owners of ``noisy`` (ids from 0), then the
-        texts that follow a literal's leading space (ids from the number returned with it, as
-        a header line's join can start any of them); None when it will not compile."""
+        """Hyperscan over the full patterns of the owners of ``noisy``; None when there are
+        none or they will not compile. Small: one per set of noisy literals."""
         owners = {sig.id for i in noisy for sig in self._owners.get(i, ())}
         expressions = [e for sig_id in sorted(owners) for e in self._expressions[sig_id] or ()]
         if not expressions:
             return None
-        spaced = [(after, caseless) for before, caseless, after in self._cuts if not before]
-        flags = [self._hs.HS_FLAG_MULTILINE] * len(expressions) + [
-            self._hs.HS_FLAG_MULTILINE | (self._hs.HS_FLAG_CASELESS if caseless else 0)
-            for _, caseless in spaced]
-        expressions += [re.escape(after) + b"[^\\n]*$" for after, _ in spaced]
         try:
-            database = block_database(expressions, flags)
+            return block_database(expressions, [self._hs.HS_FLAG_MULTILINE] * len(expressions))
         except self._hs.error:
             return None
-        return database, len(expressions) - len(spaced)
+
+    @lru_cache(maxsize=1)
+    def _spaced_database(self):
+        """Hyperscan over the texts that follow a literal's leading space (a header line's
+        join can start any of them): the same for every block, so built once, apart from the
+        owners' (it was most of each build's time); None when it will not compile."""
+        spaced = [(after, caseless) for before, caseless, after in self._cuts if not before]
+        flags = [self._hs.HS_FLAG_MULTILINE | (self._hs.HS_FLAG_CASELESS if caseless else 0)
+                 for _, caseless in spaced]
+        try:
+            return block_database([re.escape(after) + b"[^\\n]*$" for after, _ in spaced], flags)
+        except self._hs.error:
+            return None
 
 
 def _feeds(message: str) -> bool:
