@@ -378,7 +378,7 @@ BUSBW = CheckSpec(
                "reference for the detected hardware",
     doc="busbw = algbw x 2(n-1)/n, as nccl-tests computes it. The category points "
         "at the likely cause: p2p on one node, net_plugin across nodes, other for "
-        "Gloo.")
+        "Gloo. Skipped on one rank, where busbw is 0 by definition.")
 STRAGGLER = CheckSpec(
     "bench.straggler", "no rank makes the others wait", (Category.OTHER,),
     warns_when="a rank (or a whole node) arrived late at every all-reduce while "
