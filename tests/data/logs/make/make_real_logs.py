@@ -5,7 +5,8 @@
 Each scenario provokes one failure of the real software on CPU (loopback, or network
 namespaces in 198.18.3.0/24 standing in for nodes; those need root) and stores what it
 printed, with the machine's paths replaced by neutral ones. The committed logs are what the
-tests read; this script is how they were made.
+tests read; this script is how they were made (the ``torch2.11-*`` copies: the same scenarios
+under another torch release, kept where their wording differs beyond numbers).
 """
 
 from __future__ import annotations
