@@ -162,6 +162,15 @@ def test_version_label():
     assert verdict("NCCL_VERSION", "latest").status == Status.WARN
     unknown = verdict("NCCL_VERSION", "2.11.4-1", LintFacts())
     assert unknown.status == Status.PASS and "cannot be compared" in unknown.summary
+    # A CUDA image labels its system copy (seen on a GPU node: NCCL_VERSION=2.28.3-1 and
+    # /lib/x86_64-linux-gnu/libnccl.so.2 2.28.3 beside the wheel's 2.28.9): the label is
+    # right about that copy, and nccl.library alone warns that the copies differ.
+    system = LintFacts(loaded_version=NcclVersion(2, 21, 5), loaded_path="/opt/nccl/libnccl.so.2",
+                       other_copies={"2.11.4": "/usr/lib/x86_64-linux-gnu/libnccl.so.2"})
+    image = verdict("NCCL_VERSION", "2.11.4-1", system)
+    assert image.status == Status.PASS and "nccl.library" in image.summary
+    assert "/usr/lib/x86_64-linux-gnu/libnccl.so.2" in image.summary
+    assert verdict("NCCL_VERSION", "2.12.12-1", system).status == Status.WARN
 
 
 def test_parse_c_int_like_strtoll():

@@ -309,6 +309,11 @@ def label_rule(s: Setting, facts: LintFacts) -> Verdict | None:
     if label.version == loaded:
         return ok(s, f"{shown(s)} is only a label, and it matches the loaded NCCL {loaded}",
                   rule="label")
+    labelled = facts.other_copies.get(str(label.version))
+    if labelled is not None:  # a CUDA image's label for its system copy: nccl.library judges it
+        return ok(s, f"{shown(s)} is only a label, of the copy at {labelled} (CUDA container "
+                     f"images set it); the job loads NCCL {loaded}{where}, and nccl.library "
+                     "judges the copies", rule="label")
     return warn(s, f"{shown(s)} is only a label: the job loads NCCL {loaded}{where}, not "
                    f"{label.version}", f"Remove NCCL_VERSION={s.value} (libnccl never reads it). "
                    f"If the job really needs NCCL {label.version}, load that library itself "

@@ -26,6 +26,7 @@ class LintFacts:
     ib_devices: list[str] = field(default_factory=list)
     loaded_version: NcclVersion | None = None
     loaded_path: str | None = None
+    other_copies: dict[str, str] = field(default_factory=dict)  # version -> a libnccl not loaded
     local_world_size: int | None = None
     host: str = "localhost"
     names: NameSource = SHIPPED  # the NCCL_* names the loaded library reads (or the table)

@@ -96,6 +96,8 @@ def probe(ctx: ProbeContext) -> list[CheckResult]:
     results.append(check_config_files(facts.files, env))
     lint_facts = LintFacts(interfaces=up, ib_devices=facts.ib_devices,
                            loaded_version=facts.version, loaded_path=facts.library,
+                           other_copies={c.version: c.path for c in facts.found.copies
+                                         if c.version and c is not facts.found.winner},
                            local_world_size=_int(env.get("LOCAL_WORLD_SIZE")), host=facts.host,
                            names=facts.names)
     settings = effective_settings(env, facts.files, known_names.is_linted)
