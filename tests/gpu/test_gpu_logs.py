@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
 
 from ncclcheck.explain.engine import explain
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 LOGS = Path(__file__).resolve().parents[1] / "data" / "logs"
 MAKER = LOGS / "make" / "make_gpu_logs.py"

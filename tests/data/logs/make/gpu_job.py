@@ -69,7 +69,10 @@ def main(case: str, port: str) -> None:
                                 world_size=1)
         dist.all_reduce(torch.ones(4))
     elif case == "lightning_devices":
-        import lightning.pytorch as pl
+        try:
+            import lightning.pytorch as pl
+        except ImportError:  # only the older package name installed
+            import pytorch_lightning as pl
         pl.Trainer(accelerator="gpu", devices=torch.cuda.device_count() + 3, strategy="ddp",
                    logger=False)
     else:
