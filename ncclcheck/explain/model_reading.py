@@ -158,7 +158,7 @@ def hypotheses(findings: list[Finding], reading: Reading | None,
 def unexplained_failure(reading: Reading | None) -> Note | None:
     """With no root cause: the line that shows the run failed, and that the hypotheses are the
     model's guesses, not a finding."""
-    if reading is None or not reading.failed or reading.failure is None:
+    if reading is None or reading.failure is None:
         return None
     where = reading.failure
     return Note("explain.unexplained_failure", (

@@ -86,10 +86,14 @@ class LogText:
     """The distinct lines of a run the model reads, each with its first place and features."""
 
     lines: list[tuple[str, int, str, tuple[str, ...]]] = field(default_factory=list)
-    failed: bool = False  # a line shows the run failed (an exception, an error, a fatal signal)
-    failure: EvidenceLine | None = None  # the first such line
+    failure: EvidenceLine | None = None  # the first line that shows the run failed
     _seen: set[str] = field(default_factory=set)
     _quick: set[str] = field(default_factory=set)
+
+    @property
+    def failed(self) -> bool:
+        """Whether a line shows the run failed (an exception, an error, a fatal signal)."""
+        return self.failure is not None
 
     def feed(self, file: str, line: int, text: str, message: str | None = None) -> None:
         """Keep ``text`` (line ``line`` of ``file``) unless a line of the same words was kept;
@@ -107,8 +111,7 @@ class LogText:
         self._seen.add(key)
         message = text if message is None else message[:MAX_LINE_CHARS]
         self.lines.append((file, line, text, tuple(line_features(text, message))))
-        if not self.failed and line_weight(message) >= 2:
-            self.failed = True
+        if self.failure is None and line_weight(message) >= 2:
             self.failure = EvidenceLine(file, line, text, 1.0)
 
     def bag(self) -> set[str]:
@@ -123,8 +126,11 @@ class Reading:
     probabilities: tuple[tuple[str, float], ...]
     evidence: dict[str, tuple[EvidenceLine, ...]]
     threshold: float
-    failed: bool
     failure: EvidenceLine | None = None  # the first line that shows the run failed
+
+    @property
+    def failed(self) -> bool:
+        return self.failure is not None
 
     @property
     def top(self) -> tuple[str, float]:
@@ -237,7 +243,7 @@ class TextModel:
         likeliest = [c for c, _ in ranked[:EVIDENCE_CLASSES]]
         evidence = {c: best_lines[c] for c in likeliest if best_lines.get(c)}
         evidence.update(self._evidence(text, norm, [c for c in likeliest if c not in evidence]))
-        return Reading(ranked, evidence, self.threshold, text.failed, text.failure)
+        return Reading(ranked, evidence, self.threshold, text.failure)
 
     def _line_reading(self, text: LogText) -> dict[str, tuple[EvidenceLine, ...]]:
         """Per category, the lines the line reader reads likeliest as its deciding line (at

@@ -8,7 +8,6 @@ The library is asked, not guessed: it is loaded in a child process under the dea
 from __future__ import annotations
 
 import os
-
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
