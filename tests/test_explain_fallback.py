@@ -119,6 +119,22 @@ def test_a_failure_near_those_words_still_counts(line):
     assert line_weight(line) == 2.0
 
 
+@pytest.mark.parametrize("line", ["(hang here)", "the job hangs forever at the first barrier",
+                                  "rank 3 hung in all_reduce", "training froze after epoch 2",
+                                  "work request complete err: status 5 and vendor err 249"])
+def test_a_run_said_to_hang_or_a_terse_err_is_a_failure_line(line):
+    """A hang has no error line of its own: whoever watched it says so in the log."""
+    assert line_weight(line) == 2.0
+
+
+@pytest.mark.parametrize("line", [
+    "Guessing device ID based on global rank. This can cause a hang if the mapping is wrong",
+    "huggingface/tokenizers: Disabling parallelism to avoid deadlocks...",
+    "changing the hanger", "err: 0", "errno 5"])
+def test_advice_about_hangs_and_numbered_errs_are_not_failure_lines(line):
+    assert line_weight(line) == 0.0
+
+
 def test_the_configured_timeout_torch_prints_in_every_work_is_not_a_timeout_cue():
     from ncclcheck.explain.fallback import line_cues
     from ncclcheck.model import Category

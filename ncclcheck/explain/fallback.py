@@ -35,7 +35,11 @@ _FAILED = re.compile(
     r"NCCL error|nccl\w+Error|CUDA error|\bfail(?:ed|ure)\b|"
     # what a failure says in words of its own, whatever the program printing it
     r"(?i:\binvalid\b|out of memory|\bstuck\b|\bunable to\b|\bcould not\b|\bcannot\b|"
-    r"timed out|refused|\bdenied\b|\bunreachable\b|\bincompatible\b|\bno space\b)")
+    r"timed out|refused|\bdenied\b|\bunreachable\b|\bincompatible\b|\bno space\b|"
+    # a run that stopped moving, said by whoever watched it (not a warning that something
+    # "can cause a hang"); a terse ``err: status 5``
+    r"(?<!cause a )(?<!avoid )\bhang(?:s|ing)?\b|\bhung\b|\bfroze\b|"
+    r"\berr\b\s*[:=]\s*[a-z])")
 # A line that is only information or a warning the program carried on from (glog's
 # ``[W socket.cpp:601]`` / ``W0611 11:44:19`` included).
 _HARMLESS = re.compile(r"\bINFO\b|\bWARNING\b|Warning\b|deprecat|\bno errors?\b|"
