@@ -71,7 +71,6 @@ class ErrorCues:
 
     scores: dict[Category, float] = field(default_factory=dict)
     best_line: dict[Category, tuple[float, ErrorLine]] = field(default_factory=dict)
-    failed: ErrorLine | None = None
     _seen: set[str] = field(default_factory=set)
 
     def feed(self, file: str, line: int, text: str, message: str) -> None:
@@ -82,8 +81,6 @@ class ErrorCues:
         weight = line_weight(message)
         if weight <= 0:
             return
-        if weight >= 2 and self.failed is None:
-            self.failed = ErrorLine(file, line, text.strip()[:2000], "")
         for category, (cue_weight, word) in line_cues(message).items():
             score = weight * cue_weight
             self.scores[category] = self.scores.get(category, 0.0) + score
@@ -92,10 +89,11 @@ class ErrorCues:
                 self.best_line[category] = (score, ErrorLine(file, line, text.strip()[:2000],
                                                              word))
 
-    def verdict(self) -> tuple[Category, ErrorLine] | None:
+    def verdict(self, failed: bool) -> tuple[Category, ErrorLine] | None:
         """The category clearly ahead, with its best line; None when none is, or the run
-        shows no failure at all."""
-        if self.failed is None or not self.scores:
+        shows no failure at all (``failed``: a line shows it did; the text model's reading of
+        the run, textmodel.LogText, owns that fact)."""
+        if not failed or not self.scores:
             return None
         ordered = sorted(self.scores.items(), key=lambda item: -item[1])
         best, score = ordered[0]
@@ -138,7 +136,7 @@ def fallback_signature(category: Category) -> Signature:
         f"confirm.", PRIORITY)
 
 
-def add_fallback(hits: Findings, cues: ErrorCues) -> None:
+def add_fallback(hits: Findings, cues: ErrorCues, failed: bool) -> None:
     """Add the keyword verdict when nothing explains the failure: no finding, or only
     consequences and warnings. A primary failure, even the catch-all or a generic NCCL error,
     is kept: letting a cue replace those was measured on a held-out half of the world corpus's
@@ -146,7 +144,7 @@ def add_fallback(hits: Findings, cues: ErrorCues) -> None:
     ranked = hits.ranked()
     if ranked and ranked[0].tier == 0:
         return
-    verdict = cues.verdict()
+    verdict = cues.verdict(failed)
     if verdict is None:
         return
     category, where = verdict
