@@ -13,7 +13,9 @@ Next to explain's figures: the accuracy of a blind reading (world/blind_reading.
 category a reader gave each log from the log alone), i.e. how much the logs themselves show.
 Three readers are scored on every log: the signatures alone, the text model alone (its most
 likely failure category, never abstaining) and both (what explain answers), each top-1 and
-top-3 (top-3: the label is among explain's hypotheses, or the model's three likeliest).
+top-3 (top-3: the label is among explain's hypotheses, or the model's three likeliest),
+and the failing logs explain gives no hypothesis at all (no failure line, nothing known: the
+ceiling of its top-3).
 ``--learning-curve`` retrains the model on growing shares of dev's threads and scores each on
 test (is data or features the lever?); ``--nested`` trains on one half of dev's threads and
 scores the other (explain_crossval.py's halves). Both need scikit-learn (the test extra).
@@ -85,6 +87,7 @@ def reader_scores(entries: list[dict], folder: Path,
                 out[name]["clean"] += 1
                 continue
             out[name]["logs"] += 1
+            out[name]["unread"] += not categories  # no hypothesis at all: a miss in any top-k
             out[name]["top1"] += categories[:1] == [e["category"]]
             out[name]["top3"] += e["category"] in categories[:3]
     return out
@@ -97,6 +100,11 @@ def report_readers(name: str, scores: dict[str, Counter]) -> None:
         print(f"{name:<10} {reader:<10} top-1 {c['top1']:>3}/{c['logs']:<3} = "
               f"{100 * c['top1'] / n:5.1f}%   top-3 {c['top3']:>3}/{c['logs']:<3} = "
               f"{100 * c['top3'] / n:5.1f}%{alarms}")
+        if reader == "both" and c["unread"]:
+            # a failing log with no failure line and nothing a signature knows gets no
+            # hypothesis (the contract: a clean log has none, and such logs read like clean ones)
+            print(f"{'':<10} {'':<10} no hypothesis on {c['unread']}/{c['logs']} failing logs: "
+                  f"top-3 at most {100 * (c['logs'] - c['unread']) / n:.1f}%")
 
 
 def readings() -> dict[str, str]:
