@@ -21,7 +21,8 @@ from importlib import resources
 from typing import Any, Iterable, Mapping
 
 from ncclcheck.explain.facts import CONDITION, counts, derived_facts, fill, holds, typed
-from ncclcheck.explain.literals import NoLiteral, required_literals
+from ncclcheck.explain.literal_cache import literal_table
+from ncclcheck.explain.literals import Literals, NoLiteral, required_literals
 from ncclcheck.explain.prefilter import Literal
 from ncclcheck.model import Category
 
@@ -124,19 +125,23 @@ class Signature:
         return fill(self.meaning, full), fill(self.fix, full)
 
 
-def _literals(sig_id: str, patterns: list[str]) -> tuple[Literal, ...]:
-    """The prefilter literals of a signature, derived from its patterns (see literals.py)."""
+def _literals(sig_id: str, patterns: list[str],
+              table: Mapping[str, Literals]) -> tuple[Literal, ...]:
+    """The prefilter literals of a signature, derived from its patterns (see literals.py;
+    ``table`` holds those already derived, literal_cache.py)."""
     out: list[Literal] = []
     for pattern in patterns:
-        try:
-            found = required_literals(pattern)
-        except NoLiteral as exc:
-            raise ValueError(f"{sig_id}: {exc}") from None
+        found = table.get(pattern)
+        if found is None:
+            try:
+                found = required_literals(pattern)
+            except NoLiteral as exc:
+                raise ValueError(f"{sig_id}: {exc}") from None
         out += [Literal(text, found.caseless) for text in sorted(found.strings)]
     return tuple(dict.fromkeys(out))
 
 
-def _build(entry: dict[str, Any], source: str) -> Signature:
+def _build(entry: dict[str, Any], source: str, table: Mapping[str, Literals]) -> Signature:
     sig_id = entry.get("id", "?")
     unknown = set(entry) - _FIELDS
     if unknown:
@@ -155,7 +160,7 @@ def _build(entry: dict[str, Any], source: str) -> Signature:
         meaning=entry["meaning"].strip(),
         fix=entry["fix"].strip(),
         patterns=tuple(patterns),
-        literals=_literals(sig_id, patterns),
+        literals=_literals(sig_id, patterns, table),
         example=entry["example"],
         consequence=bool(entry.get("consequence", False)),
         warning=bool(entry.get("warning", False)),
@@ -190,12 +195,17 @@ def folder() -> Traversable:
 
 @lru_cache(maxsize=1)
 def _by_file() -> dict[str, tuple[Signature, ...]]:
-    out: dict[str, tuple[Signature, ...]] = {}
-    for item in sorted(folder().iterdir(), key=lambda f: f.name):
-        if item.name.endswith(".toml"):
-            entries = tomllib.loads(item.read_text("utf-8")).get("signature", [])
-            out[item.name[:-5]] = tuple(_build(entry, item.name) for entry in entries)
-    return out
+    parsed = {item.name: tomllib.loads(item.read_text("utf-8")).get("signature", [])
+              for item in sorted(folder().iterdir(), key=lambda f: f.name)
+              if item.name.endswith(".toml")}
+    patterns = [p for entries in parsed.values() for entry in entries
+                for p in entry.get("patterns", ()) if isinstance(p, str)]
+    try:
+        table = literal_table(patterns)
+    except NoLiteral:
+        table = {}  # _build names the signature whose pattern has no literal
+    return {name[:-5]: tuple(_build(entry, name, table) for entry in entries)
+            for name, entries in parsed.items()}
 
 
 @lru_cache(maxsize=1)
