@@ -12,7 +12,7 @@ import pytest
 
 from ncclcheck.explain import literal_cache
 from ncclcheck.explain.catalogue import load
-from ncclcheck.explain.hscache import CACHE_VARIABLE
+from ncclcheck.explain.hscache import CACHE_VARIABLE, KEPT_FILES
 from ncclcheck.explain.literals import NoLiteral, required_literals
 
 PATTERNS = [r"Invalid rank requested : (?P<rank>\d+)/(?P<nranks>\d+)",
@@ -76,9 +76,9 @@ def test_a_pattern_without_literal_is_still_refused(tmp_path, monkeypatch):
 
 def test_only_the_newest_tables_are_kept(tmp_path, monkeypatch):
     monkeypatch.setenv(CACHE_VARIABLE, str(tmp_path))
-    for n in range(literal_cache.KEPT_FILES + 3):
+    for n in range(KEPT_FILES + 3):
         literal_cache.literal_table(PATTERNS + [f"pattern number {n:03d}"])
-    assert len(_files(tmp_path)) == literal_cache.KEPT_FILES
+    assert len(_files(tmp_path)) == KEPT_FILES
 
 
 def test_explain_answers_the_same_with_a_cold_and_a_warm_cache(tmp_path):

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 CACHE_VARIABLE = "NCCLCHECK_CACHE_DIR"
-KEPT_FILES = 16   # databases kept; older ones are removed when a new one is written
+KEPT_FILES = 16   # files of each kind kept; older ones are removed when a new one is written
 PREFIX = "hyperscan-"
 
 
@@ -85,19 +85,29 @@ def _load(hyperscan: Any, path: Path) -> Any:
 
 
 def _store(hyperscan: Any, database: Any, path: Path) -> None:
-    """Write atomically (ranks of one node may explain at once), then keep the newest few."""
+    try:
+        data = hyperscan.dumpb(database)
+    except hyperscan.error:
+        return
+    keep(path, data, PREFIX + "*.db")
+
+
+def keep(path: Path, data: bytes, kind: str) -> None:
+    """Write ``data`` to ``path`` atomically (ranks of one node may start at once), then keep
+    the newest KEPT_FILES of the files in its folder matching the glob ``kind``; a folder that
+    cannot be written only means nothing is kept."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, temporary = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
         try:
             with os.fdopen(fd, "wb") as out:
-                out.write(hyperscan.dumpb(database))
+                out.write(data)
             os.replace(temporary, path)
         finally:
             if os.path.exists(temporary):
                 os.unlink(temporary)
-        stored = sorted(path.parent.glob(PREFIX + "*.db"), key=lambda p: p.stat().st_mtime)
+        stored = sorted(path.parent.glob(kind), key=lambda p: p.stat().st_mtime)
         for old in stored[:-KEPT_FILES]:
             old.unlink()
-    except (OSError, hyperscan.error):
+    except OSError:
         return

@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Sequence
 
 from ncclcheck.explain import literals as _derivation
-from ncclcheck.explain.hscache import KEPT_FILES, cache_dir
+from ncclcheck.explain.hscache import cache_dir, keep
 from ncclcheck.explain.literals import Literals, required_literals
 
 PREFIX = "literals-"
@@ -62,20 +60,5 @@ def _load(path: Path) -> dict[str, Literals] | None:
 
 
 def _store(path: Path, table: dict[str, Literals]) -> None:
-    """Write atomically (ranks of one node may start at once), then keep the newest few."""
     data = {p: [sorted(lit.strings), lit.caseless] for p, lit in table.items()}
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, temporary = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                json.dump(data, out, separators=(",", ":"))
-            os.replace(temporary, path)
-        finally:
-            if os.path.exists(temporary):
-                os.unlink(temporary)
-        stored = sorted(path.parent.glob(PREFIX + "*.json"), key=lambda p: p.stat().st_mtime)
-        for old in stored[:-KEPT_FILES]:
-            old.unlink()
-    except OSError:
-        return
+    keep(path, json.dumps(data, separators=(",", ":")).encode("utf-8"), PREFIX + "*.json")
