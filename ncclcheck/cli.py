@@ -15,8 +15,7 @@ from ncclcheck.bench.cli_options import bench_options, make_options
 from ncclcheck.cli_params import FiniteSeconds, writable_path
 from ncclcheck.context import NcclOptions, NetOptions, ProbeOptions, RanksOptions
 from ncclcheck.probes import FAMILY_NAMES
-from ncclcheck.registry import UnknownCheck
-from ncclcheck.registry_load import load_registry
+from ncclcheck.probes.registry import UnknownCheck, load_registry
 from ncclcheck.registry_render import render_list, render_one
 
 FORMATS = ("table", "json", "markdown")

@@ -16,7 +16,7 @@ from typing import Callable
 
 from ncclcheck.launchers import DETECTION_ORDER
 from ncclcheck.model import CATEGORIES
-from ncclcheck.registry_load import load_registry
+from ncclcheck.probes.registry import load_registry
 from ncclcheck.registry_render import markdown_table
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -118,7 +118,7 @@ class CheckResult:
 
 class DeclaredCheck(Protocol):
     """What a result helper accepts instead of an id: a declared ``CheckSpec`` (defined in
-    ncclcheck.registry, which imports this module, so it is named here by its shape only)."""
+    ncclcheck.probes.spec, which imports this module, so it is named here by its shape only)."""
 
     @property
     def id(self) -> str: ...

@@ -10,7 +10,7 @@ import json
 import textwrap
 from typing import Any, Iterable
 
-from ncclcheck.registry import CheckSpec
+from ncclcheck.probes.spec import CheckSpec
 
 # The page that documents each family's checks (generated tables live there).
 DOC_PAGES = {"ranks": "docs/ranks.md", "net": "docs/net.md", "nccl": "docs/nccl.md",

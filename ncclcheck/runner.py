@@ -22,7 +22,7 @@ from ncclcheck.context import ProbeContext, ProbeOptions
 from ncclcheck.launchers import detect_launcher
 from ncclcheck.model import BenchSection, CheckResult, Report, Status
 from ncclcheck.probes import probe_families
-from ncclcheck.probes.ranks_checks import LAUNCHER
+from ncclcheck.probes.ranks.launcher import LAUNCHER
 from ncclcheck.report import render, render_junit
 from ncclcheck.report.prometheus import write_prom_file
 

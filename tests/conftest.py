@@ -121,13 +121,13 @@ def pytest_sessionfinish(session, exitstatus):
     emitted = session.config.stash.get(_EMITTED, {})
     if not emitted:
         return
-    from ncclcheck.registry_load import load_registry
+    from ncclcheck.probes.registry import load_registry
     registry = load_registry()
     unknown = {i: where for i, where in emitted.items() if registry.find(i) is None}
     if unknown:
         lines = "\n".join(f"  {i} (made at {where})" for i, where in sorted(unknown.items()))
         session.config.get_terminal_writer().line(
-            f"check ids reported during the tests but declared by no CHECKS:\n{lines}", red=True)
+            f"check ids reported during the tests but declared by no check (ncclcheck/probes/<family>/):\n{lines}", red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from ncclcheck.lightning.launch_styles import LIGHTNING, SLURM, TORCHRUN
-from ncclcheck.probes.lightning_checks import GRID_LAUNCHERS
-from ncclcheck.registry_load import load_registry
+from ncclcheck.probes.ranks.lightning import GRID_LAUNCHERS
+from ncclcheck.probes.registry import load_registry
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "ncclcheck"
@@ -215,8 +215,8 @@ def test_the_graph_holds_known_edges_of_every_kind():
     assert why[("ncclcheck.probes", "ncclcheck.probes.ranks")].how == "string"  # FAMILIES
     assert "ncclcheck.cluster.session" in graph["ncclcheck.cluster.job"]  # a relative import
     # importing a submodule from outside its package runs the package's __init__ first
-    assert "ncclcheck.launchers" in graph["ncclcheck.probes.ranks"]
-    assert "ncclcheck.explain" in graph["ncclcheck.probes.ranks_layout"]
+    assert "ncclcheck.launchers" in graph["ncclcheck.probes.ranks.facts"]
+    assert "ncclcheck.explain" in graph["ncclcheck.probes.ranks.facts"]
 
 
 def test_the_cycle_finder_finds_a_circle_and_names_its_modules():
@@ -268,7 +268,7 @@ def test_no_module_is_longer_than_the_limit():
 @pytest.mark.parametrize("code", [
     "import ncclcheck.probes",
     "import ncclcheck.probes.ranks",
-    "from ncclcheck.registry_load import load_registry; load_registry()",
+    "from ncclcheck.probes.registry import load_registry; load_registry()",
 ])
 def test_the_probes_and_the_registry_load_neither_lightning_nor_torch(code):
     assert _loaded_after(code, ("torch", "lightning", "pytorch_lightning",

@@ -246,7 +246,7 @@ def test_a_rank_that_never_joins_is_named_without_running_the_sweep():
 
     import torch.distributed as dist
 
-    from ncclcheck.bench.analysis import allreduce_check
+    from ncclcheck.probes.bench.allreduce import allreduce_check
     from ncclcheck.bench.sweep import absent_result, join_cluster
     from ncclcheck.bench.worker import SweepConfig
 

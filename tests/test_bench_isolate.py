@@ -21,7 +21,8 @@ import pytest
 from ncclcheck.bench.analysis import SweepResult
 from ncclcheck.bench.isolate import (EVIDENCE, PairTest, Round, confirmation_round, first_rounds,
                                      isolate, judge, pair, survey_rounds, tournament_rounds)
-from ncclcheck.bench.isolate_report import isolate_check, not_isolated, section
+from ncclcheck.bench.isolate_report import section
+from ncclcheck.probes.bench.isolate import isolate_check, not_isolated
 from ncclcheck.bench.metrics import SizeRow
 from ncclcheck.bench.pairs import node_ranks, pair_bytes, plan_setup
 from ncclcheck.bench.plot import pair_matrix

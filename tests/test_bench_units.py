@@ -12,8 +12,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from ncclcheck.bench.analysis import (SweepResult, allreduce_check, bench_section, busbw_check,
-                                      job_rows, straggler_check)
+from ncclcheck.bench.analysis import SweepResult, bench_section, job_rows
 from ncclcheck.bench.faults import Fault, parse_faults
 from ncclcheck.bench.metrics import (RankRow, average_busbw, bandwidths, busbw_factor,
                                      combine_size, find_stragglers, straggler_nodes)
@@ -24,6 +23,9 @@ from ncclcheck.bench.reference import (REFERENCES, Hardware, choose_reference,
 from ncclcheck.bench.sizes import format_size, parse_size, sweep_sizes
 from ncclcheck.bench.worker import _tolerance, error_kind
 from ncclcheck.model import Report
+from ncclcheck.probes.bench.allreduce import allreduce_check
+from ncclcheck.probes.bench.busbw import busbw_check
+from ncclcheck.probes.bench.straggler import straggler_check
 from ncclcheck.network.interfaces import Interface, list_ib_ports
 from ncclcheck.report.bench import bench_table, format_time_us
 

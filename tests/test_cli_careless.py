@@ -192,7 +192,8 @@ def test_a_one_second_run_finishes_every_family():
 
 
 def _hung(backend: str, ranks: list[int]):
-    from ncclcheck.bench.analysis import SweepResult, allreduce_check
+    from ncclcheck.bench.analysis import SweepResult
+    from ncclcheck.probes.bench.allreduce import allreduce_check
     result = SweepResult(backend, 3, "float32", 20, 5, [1024, 4096], 10.0,
                          torn_down=ranks, progress={r: 2 for r in ranks})
     result.outcomes = {}
@@ -216,7 +217,8 @@ def test_a_gloo_run_is_not_sent_to_nvidia_smi():
 
 
 def test_wrong_values_on_gloo_are_not_sent_to_gpu_tools():
-    from ncclcheck.bench.analysis import SweepResult, allreduce_check, job_rows
+    from ncclcheck.bench.analysis import SweepResult, job_rows
+    from ncclcheck.probes.bench.allreduce import allreduce_check
     row = {"bytes": 1024, "count": 256, "time_s": 1e-3, "lag_s": 1e-6, "wrong": 1,
            "input_wrong": 0}
     for backend, tool in (("gloo", "memtester"), ("nccl", "nvidia-smi")):

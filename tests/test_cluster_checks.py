@@ -5,7 +5,8 @@ machine with one environment, so those cases are given as data."""
 from __future__ import annotations
 
 from ncclcheck.cluster.aggregate import aggregate, by_host, rank_ranges
-from ncclcheck.cluster.checks import Gathered, cluster_checks, processes
+from ncclcheck.cluster.membership import Gathered, processes
+from ncclcheck.probes.cluster import job_checks as cluster_checks
 from ncclcheck.cluster.expect import Expectation, claimed_rank, expectation
 from ncclcheck.launchers import read_layout
 from ncclcheck.model import Category, CheckResult, Status, failed, passed

@@ -16,10 +16,11 @@ from ncclcheck.ncclib.config_files import Setting, effective_settings, read_conf
 from ncclcheck.ncclib.discovery import discover
 from ncclcheck.ncclib.library_names import SHIPPED, name_source, read_library_names
 from ncclcheck.ncclib.loader import ask_library
-from ncclcheck.ncclib.settings import LintFacts, closest_name, lint_one
+from ncclcheck.probes.nccl.settings import LintFacts, closest_name, lint_one
 from ncclcheck.ncclib.config_files import nccl_environment
 from ncclcheck.network.interfaces import list_interfaces, predict_nccl_bootstrap
-from ncclcheck.probes.nccl import check_bootstrap, local_interfaces
+from ncclcheck.probes.nccl.bootstrap import check_bootstrap
+from ncclcheck.probes.nccl.facts import local_interfaces
 
 BARE = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent-facts"}  # no ~/.nccl.conf
 
@@ -171,8 +172,8 @@ def test_every_family_prefers_the_same_nccl_wheel(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     from ncclcheck.cluster.identity import versions
     from ncclcheck.ncclib.discovery import installed_wheel
-    from ncclcheck.probes import net
-    assert net.installed_nccl_version() == "2.21.5"
+    from ncclcheck.probes.net import facts
+    assert facts.installed_nccl_version() == "2.21.5"
     assert versions()["nccl"] == "2.21.5"
     assert installed_wheel() == "nvidia-nccl-cu12 2.21.5"
 

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from ncclcheck.model import Status
-from ncclcheck.probes.nccl_hang_evidence import check_hang_evidence
+from ncclcheck.probes.nccl.hang_evidence import check_hang_evidence
 
 
 def env(tmp_path, **extra):

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from ncclcheck.model import Status
-from ncclcheck.ncclib.gpu import (arch_supported, driver_supports, gpu_checks,
-                                  judge_visible_devices, torch_build_without_cuda)
-from ncclcheck.probes.nccl import check_bootstrap
+from ncclcheck.ncclib.gpu import arch_supported, driver_supports, torch_build_without_cuda
+from ncclcheck.probes.nccl.gpu import gpu_checks, judge_visible_devices
+from ncclcheck.probes.nccl.bootstrap import check_bootstrap
 from ncclcheck.ncclib.loader import BootstrapChoice, LibraryAnswer
 from ncclcheck.ncclib.version import cuda_version_tuple
 
@@ -77,7 +77,6 @@ def _answer(interface: str | None, no_interface: bool = False) -> LibraryAnswer:
 
 def test_bootstrap_disagreeing_with_the_prediction_warns(monkeypatch):
     """The comparison with the network probe's prediction, with the prediction replaced."""
-    import ncclcheck.probes.nccl as nccl
     result = check_bootstrap(_answer("eth0"), {}, {"eth0": ["10.0.0.5"], "eth1": ["10.1.0.5"]},
                              predicted=("eth1", True))
     assert result.status == Status.WARN and "predicted eth1" in result.summary
@@ -103,7 +102,7 @@ def test_torch_nccl_version_comparison(monkeypatch):
     import sys
     import types
 
-    import ncclcheck.probes.nccl as nccl
+    import ncclcheck.probes.nccl.torch_version as nccl
     from ncclcheck.ncclib.version import NcclVersion
 
     fake = types.ModuleType("torch")
@@ -121,6 +120,6 @@ def test_torch_nccl_version_comparison(monkeypatch):
 
 
 def test_cpu_torch_has_no_nccl_to_compare():
-    from ncclcheck.probes.nccl import check_torch_nccl
+    from ncclcheck.probes.nccl.torch_version import check_torch_nccl
     result = check_torch_nccl(None)
     assert result.status == Status.SKIP and "CPU-only" in result.summary

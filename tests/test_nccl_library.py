@@ -23,7 +23,7 @@ from ncclcheck.ncclib.loader import ask_library
 from ncclcheck.ncclib.search import resolve
 from ncclcheck.ncclib.version import NcclVersion
 from ncclcheck.probes import family, run_family
-from ncclcheck.probes.nccl import check_answer, check_library
+from ncclcheck.probes.nccl.library import check_answer, check_library
 from plugins.build import gcc
 
 WHEEL_VERSION = importlib.metadata.version("nvidia-nccl-cu12")

@@ -10,7 +10,7 @@ from ncclcheck.model import Status
 from ncclcheck.ncclib.discovery import discover
 from ncclcheck.ncclib.plugins import (FoundPlugin, candidate_names, find_plugins, judge, kind,
                                       supported_versions)
-from ncclcheck.probes.nccl import check_net, check_plugin
+from ncclcheck.probes.nccl.plugins import check_net, check_plugin
 from plugins.build import gcc
 
 

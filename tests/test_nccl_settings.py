@@ -8,13 +8,13 @@ import pytest
 from ncclcheck.context import ProbeContext
 from ncclcheck.model import Status
 from ncclcheck.ncclib.config_files import Setting, effective_settings, read_config_files
-from ncclcheck.ncclib import settings as settings_module
+from ncclcheck.probes.nccl import settings as settings_module
 from ncclcheck.ncclib.known_names import is_linted
-from ncclcheck.ncclib.settings import LintFacts, lint, lint_one, parse_c_int
+from ncclcheck.probes.nccl.settings import LintFacts, lint, lint_one, parse_c_int
 from ncclcheck.network.iflist import IfList
 from ncclcheck.ncclib.version import NcclVersion
 from ncclcheck.probes import family, run_family
-from ncclcheck.probes.nccl import check_config_files
+from ncclcheck.probes.nccl.config_files import check_config_files
 
 FACTS = LintFacts(interfaces={"eth0": ["10.0.0.5"], "ib0": ["192.168.1.5"], "lo": ["127.0.0.1"]},
                   loaded_version=NcclVersion(2, 21, 5), loaded_path="/opt/nccl/libnccl.so.2",
@@ -287,7 +287,7 @@ def test_config_file_that_is_a_device_or_fifo_is_not_read(tmp_path):
 def test_setting_checks_say_which_list_of_names_they_used():
     """details.names_from: the loaded library's names or the shipped table, per check."""
     from ncclcheck.ncclib.library_names import SHIPPED, NameSource
-    from ncclcheck.probes.nccl import verdict_result
+    from ncclcheck.probes.nccl.settings import verdict_result
     library = NameSource(frozenset({"NCCL_RUN_DIAGNOSTICS"}), "/opt/nccl/libnccl.so.2", "2.32.3")
     known = verdict_result(verdict("NCCL_RUN_DIAGNOSTICS", "1", LintFacts(names=library)))
     assert known.id == "nccl.setting.NCCL_RUN_DIAGNOSTICS" and known.status == Status.PASS

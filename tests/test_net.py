@@ -22,8 +22,10 @@ from ncclcheck.launchers import read_layout
 from ncclcheck.network.master import (Resolution, classify, ephemeral_range, reach, reserved_ports,
                               resolve)
 from ncclcheck.network.mesh import Attempt, Endpoint, Listener, MeshOutcome, dial, plan_peers, run_mesh
-from ncclcheck.probes.net import (Facts, MasterFacts, check_gloo_interface, check_master_addr,
-                                  check_nccl_interface, consistency, master_role, mesh_result)
+from ncclcheck.probes.net.facts import Facts, MasterFacts, master_role
+from ncclcheck.probes.net.interfaces import check_gloo_interface, check_nccl_interface
+from ncclcheck.probes.net.master import check_master_addr
+from ncclcheck.probes.net.mesh import consistency, mesh_result
 
 
 def iface(name, *addrs, up=True, running=None, loopback=False):
@@ -301,7 +303,7 @@ def test_holder_command_lines_hide_secrets():
 
 
 def test_tensorpipe_interface():
-    from ncclcheck.probes.net import check_tp_interface
+    from ncclcheck.probes.net.interfaces import check_tp_interface
     assert check_tp_interface(facts({"TP_SOCKET_IFNAME": "eth0"})).status == "pass"
     bad = check_tp_interface(facts({"TP_SOCKET_IFNAME": "eth9"}))
     assert bad.status == "fail" and "does not exist" in bad.summary and bad.category == "interface"
@@ -310,7 +312,7 @@ def test_tensorpipe_interface():
 def test_infiniband_ports_judged_from_sysfs(tmp_path):
     """A fake /sys/class/infiniband (no RDMA hardware here): one port active, one down."""
     from ncclcheck.network.interfaces import list_ib_ports
-    from ncclcheck.probes.net import check_infiniband
+    from ncclcheck.probes.net.interfaces import check_infiniband
     for dev, state in (("mlx5_0", "4: ACTIVE"), ("mlx5_1", "1: DOWN")):
         port = tmp_path / dev / "ports" / "1"
         port.mkdir(parents=True)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from ncclcheck.explain.catalogue import UnknownSignature, all_signatures, catalogue_fix, signature
-from ncclcheck.registry_load import load_registry
+from ncclcheck.probes.registry import load_registry
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "ncclcheck"

@@ -18,8 +18,9 @@ from click.testing import CliRunner
 from ncclcheck.cli import cli
 from ncclcheck.model import Category
 from ncclcheck.probes import FAMILY_NAMES
-from ncclcheck.registry import CheckSpec, Registry, UnknownCheck
-from ncclcheck.registry_load import load_registry
+from ncclcheck.probes.registry import Registry, UnknownCheck
+from ncclcheck.probes.spec import CheckSpec
+from ncclcheck.probes.registry import load_registry
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "ncclcheck"
@@ -184,21 +185,104 @@ def test_every_family_declares_its_checks():
         assert [s for s in REGISTRY.family(family) if not s.id.endswith(".probe")], family
 
 
-def test_every_module_with_checks_is_reached_by_the_registry():
-    """A module that defines CHECKS its family does not re-export would be silently unused."""
-    declared = set(REGISTRY.specs)
+# -- one home per check ----------------------------------------------------------------------
+def spec_declarations() -> list[tuple[str, str | None, int]]:
+    """Every ``CheckSpec(...)`` call in ncclcheck/: (module, the family its id names or None
+    when the id is built at run time, line)."""
+    found = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        tree = ast.parse(path.read_text("utf-8"))
-        if not any(isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "CHECKS"
-                                                        for t in n.targets) for n in tree.body):
-            continue
-        module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
-        missing = [s.id for s in importlib.import_module(module).CHECKS if s not in declared]
-        assert not missing, f"{module}.CHECKS is not in the registry: {missing}"
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if not (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "CheckSpec"
+                    and node.args):
+                continue
+            _, prefix = _as_pattern(node.args[0]) or ("", "")
+            family = prefix.split(".", 1)[0] if "." in prefix else None
+            found.append((module, family, node.lineno))
+    return found
+
+
+def test_the_scan_of_declarations_sees_plain_and_built_ids():
+    found = {(m, f) for m, f, _ in spec_declarations()}
+    assert ("ncclcheck.probes.ranks.world", "ranks") in found
+    assert ("ncclcheck.probes.ranks.lightning", "ranks") in found  # an f-string per launch style
+    assert ("ncclcheck.probes.registry", None) in found  # the generic <family>.probe row
+
+
+def test_every_check_is_declared_in_its_family_s_home():
+    """A check's spec sits in ncclcheck/probes/<family>/ beside its judge, never in support
+    code (ncclib/, network/, bench/, cluster/, launchers/) or in another family's home."""
+    misplaced = [f"{module}:{line} declares a {family}.* check"
+                 for module, family, line in spec_declarations()
+                 if module != "ncclcheck.probes.registry"
+                 and not (family and module.startswith(f"ncclcheck.probes.{family}."))]
+    assert not misplaced, "\n".join(misplaced)
+
+
+def test_every_module_of_a_home_is_read_by_the_registry():
+    """Each spec object defined in a home's modules is in the registry, found without a list."""
+    from ncclcheck.probes import CHECK_FAMILIES
+    from ncclcheck.probes.registry import family_modules
+    registered = {id(s) for s in REGISTRY.specs}
+    for family in CHECK_FAMILIES:
+        home = PACKAGE / "probes" / family
+        files = {".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+                 for p in home.rglob("*.py")}
+        assert files == {m.__name__ for m in family_modules(family)}, family
+        for module in family_modules(family):
+            for name, value in vars(module).items():
+                if isinstance(value, CheckSpec) and value.family == family:
+                    assert id(value) in registered, f"{module.__name__}.{name} is not registered"
+
+
+def test_every_probe_family_has_a_home_and_no_home_is_a_stranger():
+    from ncclcheck.probes import CHECK_FAMILIES
+    homes = {p.name for p in (PACKAGE / "probes").iterdir() if (p / "__init__.py").exists()}
+    assert homes == set(CHECK_FAMILIES)
+
+
+def test_orders_are_unique_within_a_family():
+    for family in {s.family for s in REGISTRY.specs}:
+        orders = [s.order for s in REGISTRY.family(family) if not s.id.endswith(".probe")]
+        assert all(o > 0 for o in orders) and len(set(orders)) == len(orders), family
+
+
+def test_judges_run_in_declared_order_and_report_only_their_checks():
+    from ncclcheck.model import passed
+    from ncclcheck.probes.registry import judges
+    from ncclcheck.probes.spec import Judge, judge
+    for family in ("ranks", "net", "nccl", "bench", "cluster"):
+        found = judges(family)
+        assert found and [j.order for j in found] == sorted(j.order for j in found), family
+        for j in found:
+            assert all(s.family == family for s in j.specs), j.name
+    mine, other = CheckSpec("net.mine", "mine", order=1), CheckSpec("net.other", "other", order=2)
+
+    @judge(mine)
+    def reports_another(facts):
+        return [passed(mine, "ok"), passed(other, "not mine")]
+
+    with pytest.raises(ValueError, match="net.other, which it does not judge"):
+        Judge(reports_another, (mine,))(None)
+    with pytest.raises(TypeError):
+        judge()
+
+
+def test_every_declared_check_is_judged_or_reported_by_named_code():
+    """A spec with no judge is reported by code elsewhere: the Lightning part, the gather's
+    store row, the generic probe rows. Anything else would be a check nobody runs."""
+    from ncclcheck.probes.registry import judges
+    judged = {s.id for family in ("ranks", "net", "nccl", "bench", "cluster")
+              for j in judges(family) for s in j.specs}
+    unjudged = {s.id for s in REGISTRY.specs if s.id not in judged}
+    reported_elsewhere = {s.id for s in REGISTRY.specs
+                          if s.id.startswith(("ranks.lightning.", "ranks.cluster_env."))
+                          or s.id in ("cluster.store",) or s.id.endswith(".probe")}
+    assert unjudged == reported_elsewhere
 
 
 def test_loading_the_registry_imports_neither_torch_nor_lightning():
-    code = ("import sys; from ncclcheck.registry_load import load_registry; load_registry(); "
+    code = ("import sys; from ncclcheck.probes.registry import load_registry; load_registry(); "
             "print(sorted(m for m in ('torch', 'lightning', 'pytorch_lightning') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"

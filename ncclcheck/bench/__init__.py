@@ -4,7 +4,8 @@
 - ``metrics``: algbw/busbw as nccl-tests computes them, job rows, stragglers;
 - ``worker``: one rank's timed and checked sweep (torch imported there only);
 - ``launcher``: standalone processes under a deadline; ``sweep``: standalone or cluster mode;
-- ``analysis``: outcomes -> the report's ``bench`` section and the ``bench.*`` checks;
+- ``analysis``: outcomes -> job rows and the report's ``bench`` section (the ``bench.*`` checks
+  are ``ncclcheck.probes.bench``'s); ``isolate``, ``pairs``: the pair tests of --isolate;
 - ``reference``: built-in busbw references per hardware; ``faults``: test-only fault injection.
 """
 

@@ -15,8 +15,9 @@ import json
 
 from ncclcheck.model import Category, CheckResult, FamilyOutput, failed, warned
 from ncclcheck.probes import probe_families
+from ncclcheck.probes.cluster.store import STORE
 
-from .session import STORE, ClusterSession, key
+from .session import ClusterSession, key
 from .state import Findings, Job, Verdict
 from .store_errors import StoreUnavailable
 

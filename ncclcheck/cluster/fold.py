@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from ncclcheck.model import CheckResult, Status
-from ncclcheck.probes.nccl import VERSION as NCCL_VERSION
+from ncclcheck.probes.nccl.library import VERSION as NCCL_VERSION
 
 from .ranges import rank_ranges
 

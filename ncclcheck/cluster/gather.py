@@ -22,14 +22,15 @@ from typing import Any
 from ncclcheck.gcpause import paused_gc
 from ncclcheck.model import CheckResult, FamilyOutput, passed
 from ncclcheck.probes import FAMILIES
+from ncclcheck.probes.cluster import job_checks
+from ncclcheck.probes.cluster.store import STORE
 
 from .aggregate import rows
-from .checks import Gathered, cluster_checks, processes
 from .expect import Expectation
 from .fold import Fold, fold, merge
-from .membership import Variants, split_identity
+from .membership import Gathered, Variants, processes, split_identity
 from .ranges import by_host, rank_ranges
-from .session import STORE, ClusterSession, key
+from .session import ClusterSession, key
 from .state import Findings, Job
 
 POLL_S = 0.05
@@ -158,7 +159,7 @@ def _job_checks(session: ClusterSession, job: Job, gathered: Gathered,
                        f"rank 0 on {job.ctx.host}; {len(gathered.members)} process(es) connected",
                        address=session.address, port=session.port,
                        connected=len(gathered.members))
-    checks = [store_row] + cluster_checks(gathered)
+    checks = [store_row] + job_checks(gathered)
     for check in checks:
         check.host = job.ctx.host
     return checks

@@ -1,6 +1,6 @@
 """What each rank says about itself when it joins: place in the job, settings, versions.
 
-Rank 0 compares these across ranks and nodes (ncclcheck/cluster/checks.py); they are sent as
+Rank 0 compares these across ranks and nodes (ncclcheck/probes/cluster/); they are sent as
 soon as a rank connects, so a rank that dies later can still be named with its host.
 """
 

@@ -16,7 +16,6 @@ from ncclcheck.context import ProbeContext
 from ncclcheck.launchers import Layout, read_layout
 from ncclcheck.model import Category, CheckResult, FamilyOutput
 from ncclcheck.probes import FAMILIES, probe_families
-from ncclcheck.registry import CheckSpec
 
 from .alone import await_verdict, findings_alone, lost_store
 from .clock import JobClock
@@ -24,7 +23,7 @@ from .expect import claimed_rank, expectation
 from .gather import gather_job
 from .identity import identity
 from .node import NodeHub, filled_ranks, join_hub, open_hub, relays
-from .session import STORE, ClusterSession, join_store, key
+from .session import ClusterSession, join_store, key
 from .state import Findings, Job
 from .store_errors import StoreUnavailable
 
@@ -158,8 +157,3 @@ def probe(job: Job, session: ClusterSession) -> FamilyOutput:
         result.host = result.host or job.ctx.host
         result.rank = session.rank
     return probed
-
-
-# -- declarations: the row this module's phases report (declared with the store it is about),
-# for the registry (``ncclcheck checks``)
-CHECKS: tuple[CheckSpec, ...] = (STORE,)

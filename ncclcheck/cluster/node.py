@@ -20,11 +20,12 @@ from datetime import timedelta
 from typing import Any, Iterable
 
 from ncclcheck.model import CheckResult
+from ncclcheck.probes.cluster.store import STORE
 
 from .fold import fold
 from .membership import Variants, split_identity
 from .reach import is_local_address, port_is_free, reach
-from .session import ACK_WAIT_S, POLL_S, STORE, ClusterSession, key, open_store
+from .session import ACK_WAIT_S, POLL_S, ClusterSession, key, open_store
 from .state import Findings, Job
 from .store_errors import StoreUnavailable
 

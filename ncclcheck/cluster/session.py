@@ -20,7 +20,6 @@ from datetime import timedelta
 from typing import Any, Iterable
 
 from ncclcheck.model import Category
-from ncclcheck.registry import CheckSpec
 
 from .reach import port_is_free, reach
 from .store_errors import StoreUnavailable, unresolved
@@ -30,23 +29,6 @@ POLL_S = 0.05
 CHUNK = 512  # keys per store request (see _chunks)
 ACK_WAIT_S = 2.0  # rank 0 keeps the store up this long for ranks still reading the verdict
 STORE_THREAD = "ncclcheck-store"  # the thread that opens the store (it may outlive its deadline)
-
-
-# The row that says whether the ranks met at the store: passing in rank 0's job report (the
-# gather), warning or failing in the report of a process that could not join (``alone``).
-STORE = CheckSpec(
-    "cluster.store", "the ranks met at rank 0's report store",
-    (Category.CONFIGURATION, Category.NAME_RESOLUTION, Category.PORT_IN_USE,
-     Category.CONNECTION),
-    fails_when="MASTER_ADDR does not resolve (name_resolution), rank 0 cannot "
-               "open the store because its port is taken (port_in_use) or "
-               "MASTER_ADDR is not its host, or a rank cannot reach the store "
-               "(connection)",
-    warns_when="MASTER_ADDR / MASTER_PORT are missing, so each process reports on "
-               "itself only",
-    doc="A process that cannot join the job prints its own report with this row "
-        "in it; rank 0's job report carries it as a passing row with the store's "
-        "address.")
 
 
 def key(*parts: object) -> str:

@@ -24,7 +24,7 @@ from ncclcheck.lightning.interface import InterfaceProblem, check_class, interfa
 from ncclcheck.lightning.launch_styles import (TORCHRUN, LaunchStyle, Slot, grid,
                                                lightning_parent_env, styles_for)
 from ncclcheck.model import Category, CheckResult, failed, passed, skipped, warned
-from ncclcheck.probes.lightning_checks import CONSTRUCTOR, GRID, INTERFACE, STYLE_CHECKS
+from ncclcheck.probes.ranks.lightning import CONSTRUCTOR, GRID, INTERFACE, STYLE_CHECKS
 
 RANK = Category.RANK_MISMATCH
 MAX_SLOTS_SHOWN = 64  # every slot is checked; the report shows the first ones

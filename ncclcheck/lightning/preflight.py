@@ -16,7 +16,7 @@ from ncclcheck.context import ProbeOptions
 from ncclcheck.lightning.probe import ranks_options
 from ncclcheck.model import Category, CheckResult, Report, Status, failed, passed
 from ncclcheck.probes import FAMILY_NAMES
-from ncclcheck.probes.lightning_checks import LIVE
+from ncclcheck.probes.ranks.lightning import LIVE
 from ncclcheck.runner import Output, Request, check
 
 FAST_FAMILIES = ("ranks", "net", "nccl")

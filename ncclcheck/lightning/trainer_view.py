@@ -16,7 +16,7 @@ from ncclcheck.context import ProbeContext
 from ncclcheck.lightning.environ import swapped_environ
 from ncclcheck.lightning.installed import InstalledLightning
 from ncclcheck.model import Category, CheckResult, failed, passed, skipped, warned
-from ncclcheck.probes.lightning_checks import ENVIRONMENT, SETTINGS, VALUES
+from ncclcheck.probes.ranks.lightning import ENVIRONMENT, SETTINGS, VALUES
 
 RANK = Category.RANK_MISMATCH
 

@@ -14,10 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from ncclcheck.model import Category
 from ncclcheck.ncclib.elf import ElfError, ElfFile
 from ncclcheck.ncclib.search import resolve
-from ncclcheck.registry import CheckSpec
 
 _VERSIONED = re.compile(
     rb"(?<![A-Za-z0-9_])(ncclNetPlugin|ncclCollNetPlugin|ncclTunerPlugin|ncclProfiler|ncclEnvPlugin"
@@ -179,17 +177,3 @@ def judge(plugin: FoundPlugin, family: str, supported: Mapping[str, list[int]]) 
     age = ("older than" if max(exported) < min(known)
            else "newer than" if min(exported) > max(known) else "outside")
     return Judgement(False, None, f"exports {shown}, {age} what NCCL supports ({span})")
-
-
-# -- the checks judging these facts (ncclcheck.probes.nccl_plugins reports them); declared here,
-# with the facts, because the settings linter names them too
-PLUGIN = CheckSpec(
-    "nccl.plugin.*", "NCCL's net / tuner / profiler / env plugins",
-    (Category.NET_PLUGIN,),
-    fails_when="a named plugin is not found, needs a missing library, or speaks no "
-               "API version the loaded NCCL supports",
-    warns_when="the supported versions cannot be read, or the CollNet part is "
-               "unusable")
-NET = CheckSpec(
-    "nccl.net", "NCCL_NET names a network that exists here", (Category.NET_PLUGIN,),
-    fails_when="NCCL_NET=IB without RDMA devices, or a name no plugin provides")

@@ -1,8 +1,10 @@
-"""The probe registry: one family per module, one signature, one list.
+"""The probe families: one package per family, one signature, one list of families.
 
-A family is ``probe(ctx: ProbeContext) -> FamilyOutput | list[CheckResult]`` (a plain list
-when it has no report section); ``FamilyOutput.of`` normalises both. Modules are imported only when
-their family runs, so ``--help`` and light commands never pay for torch.
+A family is a package ``ncclcheck/probes/<family>/``: its ``probe(ctx: ProbeContext) ->
+FamilyOutput | list[CheckResult]`` gathers the facts and runs the judges of its checks (see
+``ncclcheck.probes.registry``); ``FamilyOutput.of`` accepts both return shapes. Packages are
+imported only when their family runs, so ``--help`` and light commands never pay for torch.
+The job-wide checks (``cluster.*``) have a home too, judged by rank 0's gather, not run here.
 """
 
 from __future__ import annotations
@@ -48,6 +50,10 @@ FAMILIES: tuple[Family, ...] = (
 )
 
 FAMILY_NAMES: tuple[str, ...] = tuple(f.name for f in FAMILIES)
+# The checks only rank 0's gather can judge (who reported, what differs between ranks).
+JOB_FAMILY = "cluster"
+# Every family with a home package of checks, in listing order.
+CHECK_FAMILIES: tuple[str, ...] = (*FAMILY_NAMES, JOB_FAMILY)
 
 
 def family(name: str) -> Family:

@@ -2,7 +2,7 @@
 and whether NCCL_NET names a network that exists here.
 
 Pure judgement of the plugin searches, the supported API versions read from libnccl and the
-RDMA devices, all gathered by ``nccl.gather_facts``.
+RDMA devices, all gathered by ``facts.gather_facts``.
 """
 
 from __future__ import annotations
@@ -11,9 +11,34 @@ from typing import Any
 
 from ncclcheck.explain.catalogue import catalogue_fix
 from ncclcheck.model import Category, CheckResult, failed, passed, warned
-from ncclcheck.ncclib.plugins import NET, PLUGIN, PluginSearch, judge
+from ncclcheck.ncclib.plugins import PluginSearch
+from ncclcheck.ncclib.plugins import judge as judge_plugin
 from ncclcheck.ncclib.version import NcclVersion
-from ncclcheck.registry import CheckSpec
+from ncclcheck.probes.nccl.facts import NcclFacts
+from ncclcheck.probes.spec import CheckSpec, judge
+
+PLUGIN = CheckSpec(
+    "nccl.plugin.*", "NCCL's net / tuner / profiler / env plugins",
+    (Category.NET_PLUGIN,),
+    fails_when="a named plugin is not found, needs a missing library, or speaks no "
+               "API version the loaded NCCL supports",
+    warns_when="the supported versions cannot be read, or the CollNet part is "
+               "unusable",
+    order=60)
+NET = CheckSpec(
+    "nccl.net", "NCCL_NET names a network that exists here", (Category.NET_PLUGIN,),
+    fails_when="NCCL_NET=IB without RDMA devices, or a name no plugin provides",
+    order=70)
+
+
+@judge(PLUGIN)
+def judge_plugins(facts: NcclFacts) -> list[CheckResult]:
+    return [check_plugin(s, facts.supported, facts.version) for s in facts.searches]
+
+
+@judge(NET)
+def judge_net(facts: NcclFacts) -> CheckResult:
+    return check_net(facts.env, facts.searches[0], facts.ib_devices)
 
 
 def check_plugin(search: PluginSearch, supported: dict[str, list[int]],
@@ -39,8 +64,8 @@ def check_plugin(search: PluginSearch, supported: dict[str, list[int]],
                       **details)
     verdicts = []
     for plugin in search.found:
-        primary = judge(plugin, kind.symbols[0], supported)
-        extra = [judge(plugin, fam, supported) for fam in kind.symbols[1:]
+        primary = judge_plugin(plugin, kind.symbols[0], supported)
+        extra = [judge_plugin(plugin, fam, supported) for fam in kind.symbols[1:]
                  if plugin.exports.get(fam)]
         verdicts.append((plugin, primary, extra))
     # NCCL uses the first candidate that dlopen accepts; one with a missing dependency is skipped.
@@ -100,6 +125,3 @@ def check_net(env, net_search: PluginSearch, devices: list[str]) -> CheckResult:
                   "plugin found, and the built-in ones are IB and Socket",
                   catalogue_fix("nccl.net_not_found"),
                   Category.NET_PLUGIN, **details)
-
-
-CHECKS: tuple[CheckSpec, ...] = (PLUGIN, NET)

@@ -1,4 +1,5 @@
-"""The job shape the ranks are checked against: nodes x GPUs, and where each number came from.
+"""The ranks family's facts: the launcher's layout, the job shape the ranks are checked
+against (nodes x GPUs, and where each number came from) and the GPUs this process sees.
 
 Flags say what the user means to run; without them the launcher's own counts are used. The
 fix for a world size that is not nodes x GPUs is the catalogue's, so the ranks probe, the
@@ -11,7 +12,8 @@ from dataclasses import dataclass
 
 from ncclcheck.context import ProbeContext
 from ncclcheck.explain.catalogue import signature
-from ncclcheck.launchers import Layout
+from ncclcheck.gpus import VisibleGpus, nvidia_driver_loaded, visible_gpus
+from ncclcheck.launchers import Layout, read_layout
 
 INVALID_RANK = "nccl.invalid_rank"  # the catalogue signature a wrong world size leads to
 
@@ -55,3 +57,32 @@ def fix_world(expected: Expected) -> str:
     return signature(INVALID_RANK).render({"nodes": expected.nodes,
                                            "gpus_per_node": expected.gpus_per_node,
                                            "expected_world_size": expected.world})[1]
+
+
+@dataclass(frozen=True)
+class RanksFacts:
+    """What every ranks check reads, gathered once by ``gather_facts`` (tests build it)."""
+
+    ctx: ProbeContext
+    layout: Layout
+    others: list[str]  # the other launchers whose variables are also present
+    expected: Expected
+    gpus: VisibleGpus
+
+
+def gather_facts(ctx: ProbeContext) -> RanksFacts:
+    layout, others = read_layout(ctx.env)
+    return RanksFacts(ctx, layout, others, expected_layout(ctx, layout), _gpus(ctx, layout))
+
+
+def _gpus(ctx: ProbeContext, layout: Layout) -> VisibleGpus:
+    """The visible GPU count, from torch only when a local rank needs it and the driver is
+    there: importing torch costs seconds, which a short --timeout cannot spare."""
+    override = ctx.options.ranks.visible_gpus
+    if override is not None:
+        return VisibleGpus(int(override), "given by the caller")
+    if layout.local_rank is None:
+        return VisibleGpus(None, "not needed: no local rank to check")
+    if not nvidia_driver_loaded():
+        return VisibleGpus(None, "no NVIDIA driver: GPU count unknown, CPU (Gloo) layout assumed")
+    return visible_gpus(ctx.env)

@@ -16,7 +16,8 @@ import shutil
 from typing import Mapping
 
 from ncclcheck.model import Category, CheckResult, passed, skipped, warned
-from ncclcheck.registry import CheckSpec
+from ncclcheck.probes.nccl.facts import NcclFacts
+from ncclcheck.probes.spec import CheckSpec, judge
 
 BUFFER_NAMES = ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")
 DUMP_ON_TIMEOUT = "TORCH_NCCL_DUMP_ON_TIMEOUT"
@@ -36,8 +37,8 @@ HANG_EVIDENCE = CheckSpec(
                "/tmp/nccl_trace_rank_) is missing, not writable or short of space for this "
                "node's ranks x buffer entries",
     doc="Skipped for a single process. `ncclcheck explain` reads the dumps of a hung job and "
-        "names the rank that never arrived (docs/explain.md).")
-CHECKS: tuple[CheckSpec, ...] = (HANG_EVIDENCE,)
+        "names the rank that never arrived (docs/explain.md).",
+    order=160)
 
 
 def _first(env: Mapping[str, str], names: tuple[str, ...]) -> tuple[str, str] | None:
@@ -52,6 +53,11 @@ def _int(text: str | None) -> int | None:
         return int(str(text).strip())
     except (TypeError, ValueError):
         return None
+
+
+@judge(HANG_EVIDENCE)
+def judge_hang_evidence(facts: NcclFacts) -> CheckResult:
+    return check_hang_evidence(facts.ctx.env)
 
 
 def check_hang_evidence(env: Mapping[str, str]) -> CheckResult:

@@ -2,58 +2,37 @@
 (``net.mesh``), and the first leader compares the nodes' interface names and MTUs
 (``net.consistency``).
 
-``run_cluster_mesh`` is the I/O (called by the family's ``gather_facts``); ``mesh_checks``,
-``mesh_result`` and ``consistency`` only judge what it returned.
+``facts.run_cluster_mesh`` is the I/O; ``mesh_checks``, ``mesh_result`` and ``consistency``
+only judge what it returned.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
-from ncclcheck.context import ProbeContext
 from ncclcheck.model import Category, CheckResult, errored, failed, passed, skipped, warned
-from ncclcheck.network.interfaces import Interface, SocketChoice, find
-from ncclcheck.network.mesh import FULL_MESH_MAX, run_mesh
-from ncclcheck.registry import CheckSpec
+from ncclcheck.probes.net.facts import Facts, MeshRun
+from ncclcheck.probes.spec import CheckSpec, judge
 
 IFACE = Category.INTERFACE
-CLUSTER_ONLY = ("the node-to-node mesh runs in cluster mode only (under a launcher with "
-                "WORLD_SIZE > 1)")
-NO_NCCL_INTERFACE = "no mesh: NCCL has no interface on this node (see net.nccl_interface)"
+
+MESH = CheckSpec(
+    "net.mesh", "Every node reaches every other on NCCL's interface",
+    (Category.CONNECTION, Category.TIMEOUT),
+    fails_when="a node cannot open a TCP connection to another node's NCCL address",
+    warns_when="a node leader never published its endpoint",
+    doc="Cluster mode only; errors when the mesh itself cannot run.",
+    order=80)
+CONSISTENCY = CheckSpec(
+    "net.consistency", "Nodes agree on NCCL's interface name and MTU", (IFACE,),
+    warns_when="the nodes' NCCL interface names or MTUs differ",
+    order=90)
 
 
-@dataclass
-class MeshRun:
-    """What running the mesh gave: its outcome, why it did not run, or the error it raised."""
-
-    outcome: Any = None  # ncclcheck.network.mesh.MeshOutcome
-    rank: int = 0  # this leader's rank in the cluster session (set with the outcome)
-    not_run: str | None = None
-    address: str | None = None  # the NCCL address the mesh listened on
-    error_type: str | None = None
-    error: str | None = None
-
-
-def run_cluster_mesh(ctx: ProbeContext, bootstrap: SocketChoice | None,
-                     interfaces: Sequence[Interface]) -> MeshRun:
-    """Run the mesh on NCCL's bootstrap address, with what is left of the deadline."""
-    session = ctx.cluster
-    if session is None:
-        return MeshRun(not_run=CLUSTER_ONLY)
-    if bootstrap is None:
-        return MeshRun(not_run=NO_NCCL_INTERFACE)
-    iface = find(interfaces, bootstrap.name)
-    full_max = int(ctx.options.net.mesh_full_max or FULL_MESH_MAX)
-    budget = max(0.5, ctx.remaining() - 0.5)
-    timeout = ctx.options.net.mesh_connect_timeout
-    try:
-        outcome = run_mesh(session, bootstrap.address, bootstrap.name,
-                           iface.mtu if iface else None, budget, full_max=full_max,
-                           connect_timeout=float(timeout) if timeout else None)
-    except (OSError, RuntimeError, ValueError) as exc:  # the other checks still count
-        return MeshRun(address=bootstrap.address, error_type=type(exc).__name__, error=str(exc))
-    return MeshRun(outcome=outcome, rank=session.rank, address=bootstrap.address)
+@judge(MESH, CONSISTENCY)
+def check_mesh(facts: Facts) -> list[CheckResult]:
+    """The mesh's checks when it was gathered (always, in the probe; tests may leave it out)."""
+    return mesh_checks(facts.mesh, facts.ctx.host) if facts.mesh is not None else []
 
 
 def mesh_checks(run: MeshRun, host: str) -> list[CheckResult]:
@@ -130,17 +109,3 @@ def consistency(outcome: Any, rank: int) -> list[CheckResult]:
     only = next(iter(names.values()))
     return [passed(CONSISTENCY, f"all {len(endpoints)} nodes use {only} with MTU "
                                 f"{next(iter(mtus.values()))}", **details)]
-
-
-MESH = CheckSpec(
-    "net.mesh", "Every node reaches every other on NCCL's interface",
-    (Category.CONNECTION, Category.TIMEOUT),
-    fails_when="a node cannot open a TCP connection to another node's NCCL address",
-    warns_when="a node leader never published its endpoint",
-    doc="Cluster mode only; errors when the mesh itself cannot run.")
-CONSISTENCY = CheckSpec(
-    "net.consistency", "Nodes agree on NCCL's interface name and MTU", (IFACE,),
-    warns_when="the nodes' NCCL interface names or MTUs differ")
-
-
-CHECKS: tuple[CheckSpec, ...] = (MESH, CONSISTENCY)

@@ -1,10 +1,10 @@
-"""The settings linter: one verdict for every NCCL_*, TORCH_NCCL_*, TORCH_DISTRIBUTED_* and
-GLOO_* variable a job sets (from the environment or NCCL's config files).
+"""nccl.setting.*: one verdict for every NCCL_*, TORCH_NCCL_*, TORCH_DISTRIBUTED_* and GLOO_*
+variable a job sets (from the environment or NCCL's config files), from the settings linter.
 
 Names are judged against the names the loaded libnccl itself reads (``library_names``; the
-shipped table only when no library can be read), values by the rules in ``settings_rules``.
-The facts (interfaces, RDMA devices, loaded version, names) are arguments, so everything here
-is pure and testable with any values.
+shipped table only when no library can be read), values by the rules in ``setting_rules``.
+The facts (interfaces, RDMA devices, loaded version, names) are arguments, so the linter is
+pure and testable with any values.
 """
 
 from __future__ import annotations
@@ -13,14 +13,56 @@ import difflib
 from typing import Mapping
 
 from ncclcheck.explain.catalogue import catalogue_fix
-from ncclcheck.model import Category, Status
+from typing import Any
+
+from ncclcheck.model import Category, CheckResult, Status
 from ncclcheck.ncclib import known_names as names
-from ncclcheck.ncclib.config_files import Setting
+from ncclcheck.ncclib.config_files import Setting, effective_settings
 from ncclcheck.ncclib.library_names import SHIPPED, NameSource
-from ncclcheck.ncclib.plugins import KINDS, NET, PLUGIN
-from ncclcheck.ncclib.settings_rules import MAX_SOCKET_THREADS, MAX_SOCKETS, RULES, int_rule
-from ncclcheck.ncclib.verdicts import (CInt, LintFacts, Verdict, fail, ok, parse_c_int, shown,
-                                       warn)
+from ncclcheck.ncclib.plugins import KINDS
+from ncclcheck.probes.nccl.facts import NcclFacts, int_value
+from ncclcheck.probes.nccl.plugins import NET, PLUGIN
+from ncclcheck.probes.nccl.setting_rules import MAX_SOCKET_THREADS, MAX_SOCKETS, RULES, int_rule
+from ncclcheck.probes.nccl.setting_verdicts import (CInt, LintFacts, Verdict, fail, ok,
+                                                    parse_c_int, shown, warn)
+from ncclcheck.probes.spec import CheckSpec, judge
+
+SETTING = CheckSpec(
+    "nccl.setting.*", "One NCCL / torch / Gloo setting",
+    (Category.CONFIGURATION, Category.INTERFACE, Category.INFINIBAND, Category.P2P,
+     Category.SHARED_MEMORY),
+    fails_when="the value is invalid (NCCL ignores it or fails), or "
+               "NCCL_SOCKET_IFNAME matches no interface",
+    warns_when="the name is unknown to the loaded library (or the shipped table), "
+               "deprecated, partly ignored, or costly",
+    doc="nccl.setting.socket_count judges NCCL_SOCKET_NTHREADS x "
+        "NCCL_NSOCKS_PERTHREAD.",
+    order=90)
+
+
+@judge(SETTING)
+def judge_settings(facts: NcclFacts) -> list[CheckResult]:
+    env = facts.ctx.env
+    lint_facts = LintFacts(interfaces=facts.interfaces_up, ib_devices=facts.ib_devices,
+                           loaded_version=facts.version, loaded_path=facts.library,
+                           other_copies={c.version: c.path for c in facts.found.copies
+                                         if c.version and c is not facts.found.winner},
+                           local_world_size=int_value(env.get("LOCAL_WORLD_SIZE")),
+                           host=facts.host, names=facts.names)
+    settings = effective_settings(env, facts.files, names.is_linted)
+    return [verdict_result(v) for v in lint(settings, lint_facts)]
+
+
+def verdict_result(v: Verdict) -> CheckResult:
+    name = "socket_count" if v.rule == "socket_count" else v.name
+    details: dict[str, Any] = {"variable": v.name, "value": v.shown_value(), "source": v.source,
+                               "rule": v.rule}
+    if v.notes:
+        details["notes"] = v.notes
+    if v.names_from:  # which list of names the verdict rests on: the library's or the table
+        details["names_from"] = v.names_from
+    return CheckResult(SETTING.member(name), v.status, v.summary, details, v.fix, v.category)
+
 
 
 def closest_name(name: str, source: NameSource = SHIPPED) -> str | None:

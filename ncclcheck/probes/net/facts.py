@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import socket
 from dataclasses import dataclass, field
+from typing import Any, Sequence
 
 from ncclcheck.context import ProbeContext
 from ncclcheck.launchers import Layout, read_layout
@@ -16,16 +17,19 @@ from ncclcheck.ncclib.discovery import discover
 from ncclcheck.ncclib.config_files import nccl_environment
 from ncclcheck.ncclib.wheel import installed_nccl_version
 from ncclcheck.network.interfaces import (SYS_CLASS_INFINIBAND, IbPort, Interface, NcclPrediction,
-                                          SocketChoice, explain_nccl_choice, list_ib_ports,
+                                          SocketChoice, explain_nccl_choice, find, list_ib_ports,
                                           list_interfaces, predict_gloo_interfaces,
                                           predict_nccl_bootstrap)
 from ncclcheck.network.master import (PortCheck, Reach, Resolution, check_port, ephemeral_range,
                                       is_local_address, reach, reserved_ports, resolve,
                                       route_interface)
-from ncclcheck.probes.net_mesh import MeshRun, run_cluster_mesh
+from ncclcheck.network.mesh import FULL_MESH_MAX, run_mesh
 
 # Ports proposed instead of a busy or ephemeral MASTER_PORT, in order of preference.
 PORT_CANDIDATES = (29500, 29400, 23456, 12355, 18888, 20000)
+CLUSTER_ONLY = ("the node-to-node mesh runs in cluster mode only (under a launcher with "
+                "WORLD_SIZE > 1)")
+NO_NCCL_INTERFACE = "no mesh: NCCL has no interface on this node (see net.nccl_interface)"
 
 
 @dataclass
@@ -63,6 +67,39 @@ class MasterFacts:
     @property
     def hosts_store(self) -> bool:
         return self.role if self.role is not None else self.local
+
+
+@dataclass
+class MeshRun:
+    """What running the mesh gave: its outcome, why it did not run, or the error it raised."""
+
+    outcome: Any = None  # ncclcheck.network.mesh.MeshOutcome
+    rank: int = 0  # this leader's rank in the cluster session (set with the outcome)
+    not_run: str | None = None
+    address: str | None = None  # the NCCL address the mesh listened on
+    error_type: str | None = None
+    error: str | None = None
+
+
+def run_cluster_mesh(ctx: ProbeContext, bootstrap: SocketChoice | None,
+                     interfaces: Sequence[Interface]) -> MeshRun:
+    """Run the mesh on NCCL's bootstrap address, with what is left of the deadline."""
+    session = ctx.cluster
+    if session is None:
+        return MeshRun(not_run=CLUSTER_ONLY)
+    if bootstrap is None:
+        return MeshRun(not_run=NO_NCCL_INTERFACE)
+    iface = find(interfaces, bootstrap.name)
+    full_max = int(ctx.options.net.mesh_full_max or FULL_MESH_MAX)
+    budget = max(0.5, ctx.remaining() - 0.5)
+    timeout = ctx.options.net.mesh_connect_timeout
+    try:
+        outcome = run_mesh(session, bootstrap.address, bootstrap.name,
+                           iface.mtu if iface else None, budget, full_max=full_max,
+                           connect_timeout=float(timeout) if timeout else None)
+    except (OSError, RuntimeError, ValueError) as exc:  # the other checks still count
+        return MeshRun(address=bootstrap.address, error_type=type(exc).__name__, error=str(exc))
+    return MeshRun(outcome=outcome, rank=session.rank, address=bootstrap.address)
 
 
 @dataclass

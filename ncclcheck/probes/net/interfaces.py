@@ -1,7 +1,7 @@
 """The net family's interface checks: the host's interfaces and RDMA ports, and the interface
 NCCL, Gloo and TensorPipe will each pick.
 
-Pure judgement of ``Facts`` (gathered by ``net_facts.gather_facts``); the prediction itself is
+Pure judgement of ``Facts`` (gathered by ``facts.gather_facts``); the prediction itself is
 ``ncclcheck.network``'s.
 """
 
@@ -14,18 +14,49 @@ from ncclcheck.model import Category, CheckResult, failed, passed, skipped, warn
 from ncclcheck.network.interfaces import (IbPort, IfList, Interface, SocketChoice, dead_entries,
                                           find, gloo_interface_names, ifname_setting,
                                           propose_ifname, socket_family, tp_interface_name)
-from ncclcheck.probes.net_facts import Facts
-from ncclcheck.registry import CheckSpec
+from ncclcheck.probes.net.facts import Facts
+from ncclcheck.probes.spec import CheckSpec, judge
 
 IFACE = Category.INTERFACE
 NO_IFACE_SIG = "nccl.no_socket_interface"  # catalogue signature for NCCL finding no interface
 NO_INTERFACE = "Bootstrap : no socket interface found"
+
+INTERFACES = CheckSpec(
+    "net.interfaces", "This host's network interfaces",
+    doc="Lists every interface with its state, addresses, MTU, speed and kind; "
+        "information only, it always passes.",
+    order=10)
+INFINIBAND = CheckSpec(
+    "net.infiniband", "InfiniBand / RoCE ports are active", (Category.INFINIBAND,),
+    warns_when="an RDMA port is not ACTIVE",
+    doc="Reads /sys/class/infiniband; skipped on hosts without RDMA devices.",
+    order=20)
+NCCL_INTERFACE = CheckSpec(
+    "net.nccl_interface", "The interface NCCL will bootstrap on", (IFACE,),
+    fails_when="NCCL_SOCKET_IFNAME (as NCCL parses it, no trimming) or the default "
+               "rules match no running interface with an address",
+    warns_when="NCCL_SOCKET_IFNAME has entries that never match, or a multi-node "
+               "job would run on loopback, a container bridge or a link-local address",
+    doc="Predicts NCCL's choice with its own rules (environment plus nccl.conf), "
+        "in getifaddrs() order; details.nccl_interfaces is NCCL's list.",
+    order=30)
+GLOO_INTERFACE = CheckSpec(
+    "net.gloo_interface", "The interface Gloo will use", (IFACE,),
+    fails_when="GLOO_SOCKET_IFNAME names an interface without an address",
+    warns_when="a multi-node job's Gloo device is loopback, a container bridge or "
+               "a link-local address",
+    order=40)
+TP_INTERFACE = CheckSpec(
+    "net.tp_interface", "TP_SOCKET_IFNAME names an interface", (IFACE,),
+    fails_when="TP_SOCKET_IFNAME names no interface with an address",
+    order=50)
 
 
 def _listing(interfaces: Sequence[Interface]) -> str:
     return "; ".join(i.describe() for i in interfaces)
 
 
+@judge(INTERFACES)
 def check_interfaces(facts: Facts) -> CheckResult:
     usable = [i for i in facts.interfaces if i.running and i.addresses]
     shown = ", ".join(f"{i.name} {i.addresses[0].address} mtu {i.mtu}" for i in usable[:8])
@@ -33,6 +64,11 @@ def check_interfaces(facts: Facts) -> CheckResult:
     return passed(INTERFACES,
                   f"{len(facts.interfaces)} interfaces, {len(usable)} up with an address: "
                   f"{shown}{more}", interfaces=[i.to_dict() for i in facts.interfaces])
+
+
+@judge(INFINIBAND)
+def judge_infiniband(facts: Facts) -> CheckResult:
+    return check_infiniband(facts.ib_ports)
 
 
 def check_infiniband(ports: Sequence[IbPort]) -> CheckResult:
@@ -151,6 +187,7 @@ def _no_nccl_interface(facts: Facts, setting: str | None,
                   **details)
 
 
+@judge(NCCL_INTERFACE)
 def check_nccl_interface(facts: Facts) -> CheckResult:
     """The predicting check: details.nccl_interfaces (NCCL's order) and details.gloo_interface."""
     details = _choice_details(facts)
@@ -189,6 +226,7 @@ def check_nccl_interface(facts: Facts) -> CheckResult:
     return passed(NCCL_INTERFACE, summary, **details)
 
 
+@judge(GLOO_INTERFACE)
 def check_gloo_interface(facts: Facts) -> CheckResult:
     details = _choice_details(facts)
     names = gloo_interface_names(facts.env)
@@ -223,8 +261,12 @@ def check_gloo_interface(facts: Facts) -> CheckResult:
     return passed(GLOO_INTERFACE, f"Gloo will bind {gloo} ({source})", **details)
 
 
-def check_tp_interface(facts: Facts) -> CheckResult:
-    name = tp_interface_name(facts.env) or ""
+@judge(TP_INTERFACE)
+def check_tp_interface(facts: Facts) -> CheckResult | None:
+    """Only when TP_SOCKET_IFNAME is set: torch RPC is the one user of it."""
+    name = tp_interface_name(facts.env)
+    if name is None:
+        return None
     iface = find(facts.interfaces, name)
     if iface is None or not iface.addresses:
         why = "does not exist" if iface is None else "has no IP address"
@@ -234,33 +276,3 @@ def check_tp_interface(facts: Facts) -> CheckResult:
                       tp_socket_ifname=name)
     return passed(TP_INTERFACE, f"TensorPipe will use {iface.describe()}",
                   tp_socket_ifname=name)
-
-
-INTERFACES = CheckSpec(
-    "net.interfaces", "This host's network interfaces",
-    doc="Lists every interface with its state, addresses, MTU, speed and kind; "
-        "information only, it always passes.")
-INFINIBAND = CheckSpec(
-    "net.infiniband", "InfiniBand / RoCE ports are active", (Category.INFINIBAND,),
-    warns_when="an RDMA port is not ACTIVE",
-    doc="Reads /sys/class/infiniband; skipped on hosts without RDMA devices.")
-NCCL_INTERFACE = CheckSpec(
-    "net.nccl_interface", "The interface NCCL will bootstrap on", (IFACE,),
-    fails_when="NCCL_SOCKET_IFNAME (as NCCL parses it, no trimming) or the default "
-               "rules match no running interface with an address",
-    warns_when="NCCL_SOCKET_IFNAME has entries that never match, or a multi-node "
-               "job would run on loopback, a container bridge or a link-local address",
-    doc="Predicts NCCL's choice with its own rules (environment plus nccl.conf), "
-        "in getifaddrs() order; details.nccl_interfaces is NCCL's list.")
-GLOO_INTERFACE = CheckSpec(
-    "net.gloo_interface", "The interface Gloo will use", (IFACE,),
-    fails_when="GLOO_SOCKET_IFNAME names an interface without an address",
-    warns_when="a multi-node job's Gloo device is loopback, a container bridge or "
-               "a link-local address")
-TP_INTERFACE = CheckSpec(
-    "net.tp_interface", "TP_SOCKET_IFNAME names an interface", (IFACE,),
-    fails_when="TP_SOCKET_IFNAME names no interface with an address")
-
-
-CHECKS: tuple[CheckSpec, ...] = (INTERFACES, INFINIBAND, NCCL_INTERFACE, GLOO_INTERFACE,
-                                  TP_INTERFACE)

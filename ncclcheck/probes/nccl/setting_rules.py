@@ -11,7 +11,7 @@ from pathlib import Path
 from ncclcheck.explain.catalogue import catalogue_fix
 from ncclcheck.model import Category, Status
 from ncclcheck.ncclib.config_files import Setting, writable_target
-from ncclcheck.ncclib.verdicts import (LintFacts, Rule, Verdict, fail, ok, parse_c_int, shown,
+from ncclcheck.probes.nccl.setting_verdicts import (LintFacts, Rule, Verdict, fail, ok, parse_c_int, shown,
                                        warn)
 from ncclcheck.ncclib.version import parse_label
 from ncclcheck.network.iflist import IfList, dead_entries

@@ -2,7 +2,7 @@
 be reached.
 
 Pure judgement of ``MasterFacts`` (resolution, route, the port's state on the master, one
-connection attempt from a worker), all gathered by ``net_facts.gather_facts``.
+connection attempt from a worker), all gathered by ``facts.gather_facts``.
 """
 
 from __future__ import annotations
@@ -11,10 +11,35 @@ from typing import Any
 
 from ncclcheck.explain.catalogue import catalogue_fix
 from ncclcheck.model import Category, CheckResult, failed, passed, skipped, warned
-from ncclcheck.probes.net_facts import Facts, MasterFacts, PortFromWorker, PortOnMaster
-from ncclcheck.registry import CheckSpec
+from ncclcheck.probes.net.facts import Facts, MasterFacts, PortFromWorker, PortOnMaster
+from ncclcheck.probes.spec import CheckSpec, judge
 
 IFACE = Category.INTERFACE
+
+MASTER_ADDR = CheckSpec(
+    "net.master_addr", "MASTER_ADDR resolves and is reachable",
+    (Category.NAME_RESOLUTION, Category.CONNECTION, IFACE),
+    fails_when="MASTER_ADDR does not resolve, resolves to loopback in a multi-node "
+               "job, is not this host on rank 0, or has no route",
+    warns_when="the store and NCCL would use different networks",
+    order=60)
+MASTER_PORT = CheckSpec(
+    "net.master_port", "MASTER_PORT is free on the master, open from workers",
+    (Category.PORT_IN_USE, Category.CONNECTION, Category.CONFIGURATION),
+    fails_when="MASTER_PORT is not a port number (1-65535), another process holds "
+               "the port, or a worker's connection is refused (in cluster mode), "
+               "dropped or unroutable",
+    warns_when="the port lies in the ephemeral range, or nothing listens yet outside "
+               "cluster mode",
+    order=70)
+
+
+@judge(MASTER_ADDR, MASTER_PORT)
+def check_master(facts: Facts) -> list[CheckResult]:
+    """Both checks when MASTER_ADDR or MASTER_PORT was looked at (not with --local alone)."""
+    if facts.master is None:
+        return []
+    return [check_master_addr(facts, facts.master), check_master_port(facts, facts.master)]
 
 
 def check_master_addr(facts: Facts, master: MasterFacts) -> CheckResult:
@@ -183,22 +208,3 @@ def judge_port_from_worker(host: str, in_cluster: bool, master: MasterFacts, por
     return failed(MASTER_PORT, f"{target}: connect failed ({result.error})",
                   f"Check that TCP port {port} on {master.address} is reachable from this node.",
                   Category.CONNECTION, **details)
-
-
-MASTER_ADDR = CheckSpec(
-    "net.master_addr", "MASTER_ADDR resolves and is reachable",
-    (Category.NAME_RESOLUTION, Category.CONNECTION, IFACE),
-    fails_when="MASTER_ADDR does not resolve, resolves to loopback in a multi-node "
-               "job, is not this host on rank 0, or has no route",
-    warns_when="the store and NCCL would use different networks")
-MASTER_PORT = CheckSpec(
-    "net.master_port", "MASTER_PORT is free on the master, open from workers",
-    (Category.PORT_IN_USE, Category.CONNECTION, Category.CONFIGURATION),
-    fails_when="MASTER_PORT is not a port number (1-65535), another process holds "
-               "the port, or a worker's connection is refused (in cluster mode), "
-               "dropped or unroutable",
-    warns_when="the port lies in the ephemeral range, or nothing listens yet outside "
-               "cluster mode")
-
-
-CHECKS: tuple[CheckSpec, ...] = (MASTER_ADDR, MASTER_PORT)

@@ -1,5 +1,5 @@
 """The settings linter's vocabulary: the facts rules compare with, the verdict they give, and
-how NCCL reads an integer. Shared by the rules (``settings_rules``) and the linter
+how NCCL reads an integer. Shared by the rules (``setting_rules``) and the linter
 (``settings``), so neither imports the other's internals.
 """
 
