@@ -18,7 +18,8 @@ and the failing logs explain gives no hypothesis at all (no failure line, nothin
 ceiling of its top-3).
 ``--learning-curve`` retrains the model on growing shares of dev's threads and scores each on
 test (is data or features the lever?); ``--nested`` trains on one half of dev's threads and
-scores the other (explain_crossval.py's halves). Both need scikit-learn (the test extra).
+scores the other (world_corpus.py's halves, as explain_crossval.py). Both need scikit-learn
+(the test extra).
 ``--smoke`` scores every SMOKE_STRIDE-th log of each index only (a fixed subset, seconds), so
 the test suite can run this script's whole code path; its figures are not the accuracy.
 """
@@ -30,27 +31,18 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
-from ncclcheck.explain.engine import SHIPPED, explain
-from ncclcheck.explain.textmodel import TextModel, load_model
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-LOGS = Path(__file__).resolve().parents[1] / "tests" / "data" / "logs"
-WORLD = LOGS / "world"
-SMOKE_STRIDE = 10  # --smoke keeps every 10th log of an index: a fixed subset of each split
+from world_corpus import LOGS, SMOKE_STRIDE, WORLD, dev_halves, load, smoke_subset  # noqa: E402
 
-
-def smoke_subset(entries: list[dict]) -> list[dict]:
-    """The logs ``--smoke`` scores: a deterministic tenth, in the index's order."""
-    return entries[::SMOKE_STRIDE]
-
-
-def load(index: Path) -> list[dict]:
-    return tomllib.loads(index.read_text("utf-8"))["log"]
+from ncclcheck.explain.engine import SHIPPED, explain  # noqa: E402
+from ncclcheck.explain.textmodel import TextModel, load_model  # noqa: E402
 
 
 def predicted(path: Path, model: TextModel | None | str = SHIPPED) -> tuple[str, list[str]]:
@@ -202,7 +194,6 @@ def learning_curve(world: list[dict], fractions: tuple[float, ...], seed: int) -
 
 def nested(seed: int) -> None:
     """Train on one half of dev's threads, score the other (needs scikit-learn)."""
-    from explain_crossval import dev_halves
     from train_explain_model import train
 
     halves = dev_halves()

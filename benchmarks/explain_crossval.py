@@ -13,26 +13,13 @@ split is never read. ``--smoke`` scores explain_accuracy.py's fixed subset of ea
 from __future__ import annotations
 
 import argparse
-import hashlib
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from explain_accuracy import SMOKE_STRIDE, WORLD, load, report, score, smoke_subset  # noqa: E402
-
-
-def half_of(source: str) -> str:
-    """'A' or 'B': a stable, thread-level split of dev."""
-    return "AB"[int(hashlib.sha256(source.encode("utf-8")).hexdigest(), 16) % 2]
-
-
-def dev_halves() -> dict[str, list[dict]]:
-    dev = [e for e in load(WORLD / "index.toml") if e["split"] == "dev"]
-    halves: dict[str, list[dict]] = {"A": [], "B": []}
-    for entry in dev:
-        halves[half_of(entry["source"])].append(entry)
-    return halves
+from explain_accuracy import report, score  # noqa: E402
+from world_corpus import SMOKE_STRIDE, WORLD, dev_halves, smoke_subset  # noqa: E402
 
 
 def main() -> None:

@@ -107,6 +107,7 @@ def measure(world: int, publishers: int, per_rank: bool, out) -> None:
     from ncclcheck.launchers import read_layout
     from ncclcheck.model import CheckResult, FamilyOutput
     from ncclcheck.report import render
+    from ncclcheck.report.formats import REPORT
     from ncclcheck.runner import build_report
 
     store = open_store("127.0.0.1", 0, True, PATIENCE)
@@ -149,10 +150,10 @@ def measure(world: int, publishers: int, per_rank: bool, out) -> None:
     report = build_report(ctx, found.checks, found.bench, rows=found.rows, cluster=found.cluster)
     aggregated = time.perf_counter() - t1
     t2 = time.perf_counter()
-    table = render(report, "table")
+    table = render(REPORT, report, "table")
     tabled = time.perf_counter() - t2
     t3 = time.perf_counter()
-    document = render(report, "json")
+    document = render(REPORT, report, "json")
     jsoned = time.perf_counter() - t3
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     out.put({"ranks": world, "nodes": nodes, "reported": len(read.gathered.reported_slots),

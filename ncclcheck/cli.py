@@ -2,23 +2,27 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import time
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import click
 
 from ncclcheck import __version__
 from ncclcheck.bench.cli_options import bench_options, make_options
 from ncclcheck.cli_params import FiniteSeconds, writable_path
+from ncclcheck.cluster.drain import ON_FAIL_ACTIONS
 from ncclcheck.context import NcclOptions, NetOptions, ProbeOptions, RanksOptions
+from ncclcheck.launchers import slurm
 from ncclcheck.probes import FAMILY_NAMES
 from ncclcheck.probes.registry import UnknownCheck, load_registry
-from ncclcheck.registry_render import render_list, render_one
+from ncclcheck.report import render
+from ncclcheck.report.formats import CHECK_LIST, DEFAULT_FORMAT, FORMAT_NAMES, ONE_CHECK
 
-FORMATS = ("table", "json", "markdown")
 MAX_STARTUP_S = 60.0  # older than this, the process did not just start for this command
 
 
@@ -26,49 +30,51 @@ class UsageFailure(click.UsageError):
     """Bad usage or unusable input: one line on stderr, exit code 2."""
 
 
-def _remember_store_port(ctx: click.Context, param: click.Parameter, value: int | None):
-    """--store-port reaches _run through the click context, so commands need not pass it on."""
-    if value is not None:
-        ctx.meta["ncclcheck.store_port"] = value
+@dataclass(frozen=True)
+class Invocation:
+    """What ``main`` knows of this process that no option says: when it started, so that
+    --timeout counts from the command's start."""
+
+    started: float | None = None
+
+
+@dataclass(frozen=True)
+class ProbeArgs:
+    """The options every probe command takes (docs/cli.md), as the command received them."""
+
+    fmt: str
+    junit: str | None
+    timeout: float
+    strict: bool
+    nodes: int | None
+    gpus_per_node: int | None
+    store_port: int | None
+    prom_file: str | None
+    on_fail: str | None
+    local: bool
+    per_rank: bool
+
+
+def _slurm_only(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """--on-fail drain: refused at once outside a Slurm job (there is no node to drain)."""
+    if value is not None and not slurm.inside_job(os.environ):
+        raise click.BadParameter(f"{value} works only inside a Slurm job (SLURM_JOB_ID is not "
+                                 "set)", ctx=ctx, param=param)
     return value
 
 
-def _remember_prom_file(ctx: click.Context, param: click.Parameter, value: str | None):
-    """--prom-file reaches _run through the click context (its type checked it is writable)."""
-    if value is not None:
-        ctx.meta["ncclcheck.prom_file"] = value
-    return value
-
-
-def _remember_on_fail(ctx: click.Context, param: click.Parameter, value: str | None):
-    """--on-fail drain: Slurm only, refused at once elsewhere (there is no node to drain)."""
-    if value is not None:
-        if not any(name in os.environ for name in ("SLURM_JOB_ID", "SLURM_JOBID")):
-            raise click.BadParameter(f"{value} works only inside a Slurm job (SLURM_JOB_ID is "
-                                     "not set)", ctx=ctx, param=param)
-        ctx.meta["ncclcheck.on_fail"] = value
-    return value
-
-
-def _remember_local(ctx: click.Context, param: click.Parameter, value: bool):
-    """--local reaches _run through the click context, as --store-port does."""
-    if value:
-        ctx.meta["ncclcheck.local"] = True
-    return value
-
-
-def _remember_per_rank(ctx: click.Context, param: click.Parameter, value: bool):
-    """--per-rank reaches _run through the click context, as --local does."""
-    if value:
-        ctx.meta["ncclcheck.per_rank"] = True
-    return value
+def format_option(func: Callable) -> Callable:
+    """--format, with the choices of the one format table (ncclcheck.report.formats)."""
+    return click.option("--format", "fmt", type=click.Choice(FORMAT_NAMES),
+                        default=DEFAULT_FORMAT, show_default=True,
+                        help="Output format; json prints exactly one document.")(func)
 
 
 def probe_options(func: Callable) -> Callable:
-    """Options every probe command takes (see docs/cli.md)."""
+    """Options every probe command takes (see docs/cli.md), handed to the command as one
+    ``ProbeArgs`` (its first argument), as plain values."""
     decorators = [
-        click.option("--format", "fmt", type=click.Choice(FORMATS), default="table",
-                     show_default=True, help="Output format; json prints exactly one document."),
+        format_option,
         click.option("--junit", "junit", type=writable_path,
                      help="Also write JUnit XML (one testcase per check) to FILE."),
         click.option("--timeout", type=FiniteSeconds(0.1), default=60.0,
@@ -78,47 +84,45 @@ def probe_options(func: Callable) -> Callable:
                      help="Nodes in the job (Lightning's num_nodes)."),
         click.option("--gpus-per-node", "--devices", "gpus_per_node", type=click.IntRange(min=1),
                      help="GPUs (processes) per node (Lightning's devices)."),
-        click.option("--store-port", type=click.IntRange(1, 65535), expose_value=False,
-                     callback=_remember_store_port,
+        click.option("--store-port", type=click.IntRange(1, 65535),
                      help="Cluster mode: TCP port of rank 0's report store (default MASTER_PORT; "
                           "MASTER_PORT+1 under torchrun; under srun 15000 + the job id's last "
                           "four digits)."),
-        click.option("--prom-file", type=writable_path, expose_value=False,
-                     callback=_remember_prom_file, metavar="PATH",
+        click.option("--prom-file", type=writable_path, metavar="PATH",
                      help="Also write the report as Prometheus text (node_exporter textfile "
                           "collector), atomically."),
-        click.option("--on-fail", type=click.Choice(("drain",)), expose_value=False,
-                     callback=_remember_on_fail,
+        click.option("--on-fail", type=click.Choice(ON_FAIL_ACTIONS), callback=_slurm_only,
                      help="Slurm only: drain the node(s) the failing checks are about, with the "
                           "check id and summary as the reason (scontrol update)."),
-        click.option("--local", is_flag=True, expose_value=False, callback=_remember_local,
+        click.option("--local", is_flag=True,
                      help="Check this process only, no gathering, even under a launcher "
                           "(e.g. with a job's environment copied into a shell)."),
-        click.option("--per-rank", is_flag=True, expose_value=False, callback=_remember_per_rank,
+        click.option("--per-rank", is_flag=True,
                      help="Cluster mode JSON: every rank's result for every check (default: "
                           "passing results grouped per check, the others per rank)."),
     ]
+    names = [field.name for field in fields(ProbeArgs)]
+
+    @functools.wraps(func)
+    def command(**values: Any) -> Any:
+        return func(ProbeArgs(**{name: values.pop(name) for name in names}), **values)
+
     for decorator in reversed(decorators):
-        func = decorator(func)
-    return func
+        command = decorator(command)
+    return command
 
 
-def _run(families: list[str], fmt: str, junit: str | None, timeout: float, strict: bool,
-         nodes: int | None, gpus_per_node: int | None, options: ProbeOptions | None = None
-         ) -> None:
-    """Every probe command ends here: one library call, then its exit code."""
+def _run(args: ProbeArgs, families: list[str], options: ProbeOptions | None = None) -> None:
+    """Every probe command ends here: its Request and Output built from the plain options, one
+    library call, then its exit code."""
     # deferred: the runner loads every family's machinery, which --help and explain do not need
     from ncclcheck.runner import Output, Request, check, finish
-    context = click.get_current_context()
-    started = context.obj if isinstance(context.obj, float) else None
-    request = Request(tuple(families), options or ProbeOptions(), nodes, gpus_per_node, timeout,
-                      started=started)
-    meta = context.meta
-    output = Output(fmt, junit, strict, prom_file=meta.get("ncclcheck.prom_file"),
-                    on_fail=meta.get("ncclcheck.on_fail"),
-                    per_rank=bool(meta.get("ncclcheck.per_rank")))
-    outcome = check(request, output=output, store_port=meta.get("ncclcheck.store_port"),
-                    local=bool(meta.get("ncclcheck.local")))
+    invocation = click.get_current_context().find_object(Invocation) or Invocation()
+    request = Request(tuple(families), options or ProbeOptions(), args.nodes, args.gpus_per_node,
+                      args.timeout, started=invocation.started)
+    output = Output(args.fmt, args.junit, args.strict, prom_file=args.prom_file,
+                    on_fail=args.on_fail, per_rank=args.per_rank)
+    outcome = check(request, output=output, store_port=args.store_port, local=args.local)
     sys.exit(finish(outcome))
 
 
@@ -164,15 +168,14 @@ def cli() -> None:
 @click.option("--checks", help="Comma-separated probe families to run (default: all).")
 @click.option("--skip", help="Comma-separated probe families to leave out.")
 @click.option("--no-bench", is_flag=True, help="Leave out the all-reduce benchmark.")
-def run(fmt, junit, timeout, strict, nodes, gpus_per_node, checks, skip, no_bench) -> None:
+def run(args: ProbeArgs, checks, skip, no_bench) -> None:
     """Run every probe family and print one report.
 
     \b
     Example:
       ncclcheck run --nodes 2 --gpus-per-node 4 --format json
     """
-    _run(chosen_families(checks, skip, no_bench), fmt, junit, timeout, strict, nodes,
-         gpus_per_node)
+    _run(args, chosen_families(checks, skip, no_bench))
 
 
 @cli.command()
@@ -182,7 +185,7 @@ def run(fmt, junit, timeout, strict, nodes, gpus_per_node, checks, skip, no_benc
                    "Trainer(num_nodes=, devices=) fits the launch.")
 @click.option("--cluster-env", "cluster_env", metavar="MODULE:CLASS",
               help="Validate a custom Lightning ClusterEnvironment over the nodes x GPUs grid.")
-def ranks(fmt, junit, timeout, strict, nodes, gpus_per_node, lightning, cluster_env) -> None:
+def ranks(args: ProbeArgs, lightning, cluster_env) -> None:
     """Check the rank layout against nodes x GPUs and the launcher's variables.
 
     \b
@@ -199,11 +202,11 @@ def ranks(fmt, junit, timeout, strict, nodes, gpus_per_node, lightning, cluster_
         # deferred: only these options load ncclcheck.lightning (and, through it, the runner)
         from ncclcheck.lightning.probe import ranks_options, validate_options
         try:
-            validate_options(lightning, cluster_env, within=timeout)
+            validate_options(lightning, cluster_env, within=args.timeout)
         except (RuntimeError, ValueError) as exc:
             raise UsageFailure(str(exc).splitlines()[0]) from None
         options = ranks_options(lightning, cluster_env)
-    _run(["ranks"], fmt, junit, timeout, strict, nodes, gpus_per_node, ProbeOptions(ranks=options))
+    _run(args, ["ranks"], ProbeOptions(ranks=options))
 
 
 @cli.command()
@@ -213,8 +216,7 @@ def ranks(fmt, junit, timeout, strict, nodes, gpus_per_node, lightning, cluster_
                                       "node dials its ring successor plus 2 random nodes.")
 @click.option("--mesh-connect-timeout", "mesh_connect_timeout", type=FiniteSeconds(0.1),
               help="Seconds one mesh connection may take (default: min(5, a share of --timeout)).")
-def net(fmt, junit, timeout, strict, nodes, gpus_per_node, mesh_full_max,
-        mesh_connect_timeout) -> None:
+def net(args: ProbeArgs, mesh_full_max, mesh_connect_timeout) -> None:
     """Check interfaces, NCCL/Gloo interface choice, MASTER_ADDR/MASTER_PORT and the mesh.
 
     \b
@@ -222,15 +224,14 @@ def net(fmt, junit, timeout, strict, nodes, gpus_per_node, mesh_full_max,
       NCCL_SOCKET_IFNAME=eth0 MASTER_ADDR=node0 MASTER_PORT=29500 ncclcheck net
       torchrun --nnodes 4 --nproc-per-node 8 ... -m ncclcheck net   # + node-to-node mesh
     """
-    _run(["net"], fmt, junit, timeout, strict, nodes, gpus_per_node,
-         ProbeOptions(net=NetOptions(mesh_full_max=mesh_full_max,
+    _run(args, ["net"], ProbeOptions(net=NetOptions(mesh_full_max=mesh_full_max,
                                      mesh_connect_timeout=mesh_connect_timeout)))
 
 
 @cli.command()
 @probe_options
 @bench_options
-def bench(fmt, junit, timeout, strict, nodes, gpus_per_node, **sweep) -> None:
+def bench(args: ProbeArgs, **sweep) -> None:
     """All-reduce sweep over NCCL (Gloo on CPU), printed as nccl-tests prints it.
 
     \b
@@ -239,8 +240,7 @@ def bench(fmt, junit, timeout, strict, nodes, gpus_per_node, **sweep) -> None:
       ncclcheck bench --backend gloo --nproc 4 --max-bytes 16M
       torchrun --nnodes 2 --nproc-per-node 8 ... -m ncclcheck bench --min-busbw 150
     """
-    _run(["bench"], fmt, junit, timeout, strict, nodes, gpus_per_node,
-         ProbeOptions(bench=make_options(**sweep)))
+    _run(args, ["bench"], ProbeOptions(bench=make_options(**sweep)))
 
 
 @cli.command()
@@ -248,7 +248,7 @@ def bench(fmt, junit, timeout, strict, nodes, gpus_per_node, **sweep) -> None:
 @click.option("--nccl-lib", "nccl_lib", metavar="PATH",
               type=click.Path(exists=True, dir_okay=False),
               help="Inspect this libnccl.so instead of the one the job would load.")
-def nccl(fmt, junit, timeout, strict, nodes, gpus_per_node, nccl_lib) -> None:
+def nccl(args: ProbeArgs, nccl_lib) -> None:
     """Check the libnccl actually loaded, its plugins, NCCL_* settings and GPU/CUDA readiness.
 
     \b
@@ -256,14 +256,12 @@ def nccl(fmt, junit, timeout, strict, nodes, gpus_per_node, nccl_lib) -> None:
       NCCL_VERSION=2.11.4-1 NCCL_SOCKET_IFNAME=eth0 NCCL_DEBUG=INFO \\
         NCCL_NSOCKS_PERTHREAD=4 NCCL_SOCKET_NTHREADS=4 ncclcheck nccl
     """
-    _run(["nccl"], fmt, junit, timeout, strict, nodes, gpus_per_node,
-         ProbeOptions(nccl=NcclOptions(nccl_lib=nccl_lib)))
+    _run(args, ["nccl"], ProbeOptions(nccl=NcclOptions(nccl_lib=nccl_lib)))
 
 
 @cli.command()
 @click.argument("check_id", required=False, metavar="[ID]")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
-              help="Output format; json prints exactly one document.")
+@format_option
 def checks(check_id, fmt) -> None:
     """List every check the probes can report, or print one in full.
 
@@ -278,18 +276,17 @@ def checks(check_id, fmt) -> None:
     """
     registry = load_registry()
     if check_id is None:
-        click.echo(render_list(registry.specs, fmt))
+        click.echo(render(CHECK_LIST, registry.specs, fmt))
         return
     try:
-        click.echo(render_one(registry.lookup(check_id), fmt))
+        click.echo(render(ONE_CHECK, registry.lookup(check_id), fmt))
     except UnknownCheck as exc:
         raise UsageFailure(str(exc)) from None
 
 
 @cli.command()
 @click.argument("paths", nargs=-1, metavar="[PATH ...]")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
-              help="Output format; json prints exactly one document.")
+@format_option
 @click.option("--exit-code", "exit_code", is_flag=True,
               help="Exit 1 when a failure was found (for CI); otherwise exit 0 whatever was found.")
 @click.option("--list", "list_catalogue", is_flag=True, help="Print the failure catalogue and exit.")
@@ -331,7 +328,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(0)
     try:
         result = cli.main(args=args, prog_name="ncclcheck", standalone_mode=False,
-                          obj=process_started() if argv is None else None)
+                          obj=Invocation(process_started() if argv is None else None))
     except SystemExit:
         raise
     except click.UsageError as exc:

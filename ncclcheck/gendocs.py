@@ -17,7 +17,7 @@ from typing import Callable
 from ncclcheck.launchers import DETECTION_ORDER
 from ncclcheck.model import CATEGORIES
 from ncclcheck.probes.registry import load_registry
-from ncclcheck.registry_render import markdown_table
+from ncclcheck.report.checks import markdown_table
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"

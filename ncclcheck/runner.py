@@ -23,11 +23,11 @@ from ncclcheck.launchers import detect_launcher
 from ncclcheck.model import BenchSection, CheckResult, Report, Status
 from ncclcheck.probes import probe_families
 from ncclcheck.probes.ranks.launcher import LAUNCHER
-from ncclcheck.report import render, render_junit
+from ncclcheck.report import render
+from ncclcheck.report.formats import REPORT
+from ncclcheck.report.junit import render_junit
 from ncclcheck.report.prometheus import write_prom_file
 
-
-ON_FAIL_ACTIONS = ("drain",)
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,7 @@ def publish(report: Report, output: Output) -> int:
     if output.prom_file:
         write_prom_file(report, output.prom_file)
     if output.fmt is not None:
-        sys.stdout.write(render(report, output.fmt) + "\n")
+        sys.stdout.write(render(REPORT, report, output.fmt) + "\n")
         sys.stdout.flush()
     return report.exit_code(output.strict)
 

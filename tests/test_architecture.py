@@ -198,11 +198,54 @@ def _shortest_circle(graph: dict[str, set[str]], members: set[str], start: str) 
     raise AssertionError(f"{start} is in a strongly connected set but on no circle")
 
 
+# -- the repository: benchmarks, scripts and tests import each other by file name -------------
+OUTSIDE = ("benchmarks", "scripts", "tests")
+
+
+def outside_files() -> dict[str, Path]:
+    """The Python files outside the package, by the bare name they are imported as (their
+    folder is put on sys.path by whoever imports them)."""
+    files: dict[str, Path] = {}
+    for folder in OUTSIDE:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            assert path.stem not in files, f"{path} and {files[path.stem]} share an import name"
+            files[path.stem] = path
+    return files
+
+
+def repository_graph() -> tuple[dict[str, set[str]], dict[tuple[str, str], Import]]:
+    """The package's import graph plus every file of benchmarks/, scripts/ and tests/: an
+    import of another such file by its bare name, or of the package's modules."""
+    graph, why = import_graph()
+    modules = module_names()
+    outside = outside_files()
+    for name, path in outside.items():
+        graph.setdefault(name, set())
+        for found in imports_of(name, path, modules):
+            first = found.target.split(".")[0]
+            if first in outside and first != name:
+                targets = [first]
+            elif _own(found.target):
+                parts = found.target.split(".")
+                targets = [".".join(parts[:n]) for n in range(1, len(parts) + 1)
+                           if ".".join(parts[:n]) in modules]
+            else:
+                continue
+            for target in targets:
+                graph[name].add(target)
+                why.setdefault((name, target), found)
+    return graph, why
+
+
+def _path_of(module: str) -> Path:
+    return module_names().get(module) or outside_files()[module]
+
+
 def describe(circle: list[str], why: dict[tuple[str, str], Import]) -> str:
     steps = []
     for source, target in zip(circle, circle[1:]):
         found = why[(source, target)]
-        place = f"{module_names()[source].relative_to(ROOT)}:{found.line}"
+        place = f"{_path_of(source).relative_to(ROOT)}:{found.line}"
         kind = {"string": " (by name)"}.get(found.how, " (in a function)" if found.deferred else "")
         steps.append(f"  {source} -> {target}{kind}  [{place}]")
     return "\n".join(steps)
@@ -232,6 +275,16 @@ def test_no_import_cycle():
     assert not found, "import circles (break one by returning data to the caller):\n" + \
         "\n\n".join(f"{len(members)} modules reach each other: {', '.join(members)}; one "
                       f"circle:\n{describe(circle, why)}" for circle, members in found)
+
+
+def test_no_import_cycle_in_the_repository():
+    """benchmarks/, scripts/ and tests/ included: shared code goes into a module both import."""
+    graph, why = repository_graph()
+    assert ("explain_crossval", "explain_accuracy") in why  # the reader sees bare-name imports
+    assert "ncclcheck.probes.registry" in graph["test_registry"]
+    found = [(_shortest_circle(graph, set(c), c[0]), c) for c in strongly_connected(graph)]
+    assert not found, "import circles:\n" + "\n\n".join(
+        f"{', '.join(members)}; one circle:\n{describe(circle, why)}" for circle, members in found)
 
 
 def _deferral_problems() -> list[str]:

@@ -10,7 +10,8 @@ import pytest
 
 from ncclcheck.explain.catalogue import by_rule, inferred_signatures, line_signatures, signature
 from ncclcheck.explain.engine import explain
-from ncclcheck.explain.render import render
+from ncclcheck.report import render as render_document
+from ncclcheck.report.formats import EXPLANATION
 from ncclcheck.explain.hangs import HANG_RULES
 from ncclcheck.explain.signals import SIGNAL_RULES
 
@@ -70,7 +71,7 @@ def _explain(tmp_path, lines: list[str], fmt: str | None = None):
     log = tmp_path / "job.log"
     log.write_text("\n".join(lines) + "\n")
     result = explain([str(log)])
-    return render(result, fmt) if fmt else result.to_dict()["findings"]
+    return render_document(EXPLANATION, result.to_dict(), fmt) if fmt else result.to_dict()["findings"]
 
 
 def test_inferred_signatures_are_kept_out_of_line_matching():

@@ -18,7 +18,7 @@ import pytest
 
 from ncclcheck.explain.engine import explain, literal_index
 from ncclcheck.explain.model_reading import MAX_HYPOTHESES
-from ncclcheck.explain.render import render_markdown, render_table
+from ncclcheck.report.explanation import render_markdown, render_table
 from ncclcheck.explain.normalize import strip_prefix, words
 from ncclcheck.explain.scan import HEAD_LINES, TAIL_LINES, Scanner
 from ncclcheck.explain.signals import signal_of

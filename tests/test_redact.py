@@ -88,7 +88,8 @@ def test_report_fields_are_not_masked():
 @pytest.mark.parametrize("fmt", ["table", "json", "markdown"])
 def test_explain_output_masks_secrets(tmp_path, fmt):
     from ncclcheck.explain.engine import explain
-    from ncclcheck.explain.render import render
+    from ncclcheck.report import render
+    from ncclcheck.report.formats import EXPLANATION
     log = tmp_path / "run.log"
     log.write_text(
         "node1:1234:1234 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to eth0\n"
@@ -99,7 +100,7 @@ def test_explain_output_masks_secrets(tmp_path, fmt):
         "Authorization: Bearer abcdefghijklmnopqrstuvwxyz\n")
     result = explain([str(log)])
     assert result.findings, "the log must yield findings for this test to mean anything"
-    out = render(result, fmt)
+    out = render(EXPLANATION, result.to_dict(), fmt)
     for secret in ("hf_abcdefghij", "wJalrXUtnFEMI", "abcdefghijklmnopqrstuvwxyz"):
         assert secret not in out, (fmt, out)
     assert "nccl.invalid_rank" in out or "Invalid rank" in out

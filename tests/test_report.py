@@ -11,7 +11,10 @@ import pytest
 
 from ncclcheck.model import (Category, CheckResult, Report, Status, exit_code, failed,
                              overall_status, passed, skipped, warned)
-from ncclcheck.report import render_json, render_junit, render_markdown, render_table
+from ncclcheck.report.json import render_json
+from ncclcheck.report.junit import render_junit
+from ncclcheck.report.markdown import render_markdown
+from ncclcheck.report.table import render_table
 
 SCHEMA = json.loads((Path(__file__).parents[1] / "docs" / "report.schema.json").read_text())
 

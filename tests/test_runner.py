@@ -17,6 +17,7 @@ from ncclcheck.cluster.aggregate import aggregate
 from ncclcheck.cluster.clock import CLIENT_GRACE_S, JobClock
 from ncclcheck.context import NcclOptions, NetOptions, ProbeContext, ProbeOptions, RanksOptions
 from ncclcheck.model import BenchSection, FamilyOutput, Report, Status, failed, passed, warned
+from ncclcheck.report.junit import render_junit
 from ncclcheck.probes import Family, probe_families, run_family_output
 
 # One of two ranks, but with no rendezvous address: cluster mode is chosen, cannot meet rank 0,
@@ -77,7 +78,7 @@ def test_cluster_report_junit_has_the_standalone_renderers_shape(tmp_path):
     job = runner.build_report(ctx, checks, rows=rows, cluster={"rows": [r.to_dict() for r in rows]})
     path = tmp_path / "job.xml"
     assert runner.publish(job, runner.Output(junit=str(path))) == 1
-    assert path.read_text() == ncclcheck.report.render_junit(Report(rows, job.context))
+    assert path.read_text() == render_junit(Report(rows, job.context))
     assert _testcases(path.read_text()) == [("ncclcheck.ranks", "ranks.rank")]
     assert len(job.to_dict()["checks"]) == 2  # JSON keeps every rank's check
     assert job.to_dict()["context"]["cluster"]["rows"][0]["id"] == "ranks.rank"

@@ -28,6 +28,7 @@ from ncclcheck.model import CheckResult, Status
 
 from .ranges import parse_ranges
 
+ON_FAIL_ACTIONS = ("drain",)  # what --on-fail can do: only drain, only under Slurm
 REASON_LIMIT = 200  # characters; sinfo -R shows the start, scontrol keeps the rest
 _PREFIX = "ncclcheck: "
 

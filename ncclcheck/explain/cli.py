@@ -7,7 +7,8 @@ import sys
 from ncclcheck.explain.docs import catalogue_table
 from ncclcheck.explain.engine import explain_sources
 from ncclcheck.explain.reader import InputError, input_notes, screen, sources
-from ncclcheck.explain.render import render
+from ncclcheck.report import render
+from ncclcheck.report.formats import EXPLANATION
 
 
 def run_explain(paths: list[str], fmt: str, exit_code: bool, list_catalogue: bool,
@@ -28,5 +29,5 @@ def run_explain(paths: list[str], fmt: str, exit_code: bool, list_catalogue: boo
         raise usage_error(str(exc)) from None
     for note in input_notes(paths, screened):
         print(f"ncclcheck explain: {note}", file=sys.stderr)
-    print(render(result, fmt))
+    print(render(EXPLANATION, result.to_dict(), fmt))
     return 1 if exit_code and result.failed else 0

@@ -98,27 +98,6 @@ class NcclSummary:
         }
 
 
-def summary_lines(data: dict[str, Any]) -> list[str]:
-    """The five-line summary shown by the table and markdown renderers."""
-    cuda = ", ".join(f"{k} {v}" for k, v in (("driver", data["cuda_driver"]),
-                                              ("runtime", data["cuda_runtime"])) if v)
-    comms = "not seen"
-    if data["nranks"] or data["init_started"] or data["init_complete"]:
-        sizes = "/".join(str(n) for n in data["nranks"]) or "?"
-        comms = (f"nranks {sizes}; {data['init_started']} rank(s) started init, "
-                 f"{data['init_complete']} completed")
-    nets = data["networks"]
-    return [
-        f"NCCL {data['version'] or '(version not printed)'}"
-        + (f" (CUDA {cuda})" if cuda else ""),
-        "Interfaces: " + (", ".join(data["interfaces"]) or "none printed")
-        + (f" (network {', '.join(nets)})" if nets else ""),
-        "Transports: " + (", ".join(data["transports"]) or "none printed"),
-        "Plugins: " + ("; ".join(data["plugins"][:4]) or "none printed"),
-        "Communicators: " + comms,
-    ]
-
-
 def _add(items: list, value: Any) -> None:
     if value not in items and len(items) < 64:
         items.append(value)

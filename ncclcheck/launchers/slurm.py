@@ -18,6 +18,16 @@ PORT_BASE = 15000  # Lightning's SLURMEnvironment: 15000 + the job id's last fou
 HOSTLIST_TIMEOUT_S = 2.0
 
 
+def job_id(env: Mapping[str, str]) -> str | None:
+    """The Slurm job this process runs in (SLURM_JOB_ID, or the older SLURM_JOBID)."""
+    return next((env[name] for name in JOB_ID_NAMES if env.get(name)), None)
+
+
+def inside_job(env: Mapping[str, str]) -> bool:
+    """Whether this process runs inside a Slurm job (an allocation, a batch script or a step)."""
+    return any(name in env for name in JOB_ID_NAMES)
+
+
 def tasks_per_node(value: str | None) -> list[int] | None:
     """Expand SLURM_TASKS_PER_NODE run-length notation: ``2(x3),1`` -> [2, 2, 2, 1]."""
     if not value:
@@ -160,7 +170,7 @@ class SlurmBatchLauncher(Launcher):
 
     @staticmethod
     def detect(env: Mapping[str, str]) -> str | None:
-        for name in ("SLURM_JOB_ID", "SLURM_JOBID"):
+        for name in JOB_ID_NAMES:
             if name in env:
                 return f"{name} is set but no srun step variables (SLURM_STEP_ID): a batch script"
         return None

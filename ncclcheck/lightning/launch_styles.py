@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
+from ncclcheck.launchers import slurm
+
 MASTER_ADDR, MASTER_PORT = "127.0.0.1", "29500"
 
 
@@ -84,7 +86,7 @@ def styles_for(env: Mapping[str, str]) -> list[LaunchStyle]:
     """torchrun and Lightning's launcher always (the two ways a script is usually started);
     srun too when this shell is inside a Slurm job."""
     styles = [TORCHRUN, LIGHTNING]
-    if "SLURM_JOB_ID" in env or "SLURM_JOBID" in env:
+    if slurm.inside_job(env):
         styles.append(SLURM)
     return styles
 

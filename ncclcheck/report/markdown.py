@@ -13,7 +13,8 @@ def _cell(text: str) -> str:
 
 
 def render_markdown(report: Report) -> str:
-    data = report.to_dict()
+    """The report as people read it (``Report.shown``: cluster mode's grouped rows)."""
+    data = report.shown().to_dict()
     out = [f"## ncclcheck: {data['status'].upper()}", "", f"{context_line(data)}", "",
            "| status | check | summary | where |", "|---|---|---|---|"]
     for c in data["checks"]:

@@ -13,7 +13,8 @@ from .text import ICONS, context_line, counts_line, grouped_fixes, single_origin
 
 
 def render_table(report: Report) -> str:
-    data = report.to_dict()
+    """The report as people read it (``Report.shown``: cluster mode's grouped rows)."""
+    data = report.shown().to_dict()
     one = single_origin(data)
     rows = [[ICONS[c["status"]], c["id"], "\n".join(textwrap.wrap(c["summary"], 96)) or "-"]
             + ([] if one else [where(c)]) for c in data["checks"]]

@@ -1,4 +1,8 @@
-"""Explain output: a terminal report, markdown for tickets, JSON per the contract."""
+"""Explain's output: a terminal report, markdown for tickets, JSON per the contract.
+
+Each renderer reads the explanation as a dict (``Explanation.to_dict()``), so this module needs
+nothing of the explainer; which one draws which format is the format table's (``formats.py``).
+"""
 
 from __future__ import annotations
 
@@ -6,17 +10,32 @@ import json
 import textwrap
 from typing import Any
 
-from ncclcheck.explain.engine import Explanation
-from ncclcheck.explain.summary import summary_lines
-
 WIDTH = 96
 
 
-def render(result: Explanation, fmt: str) -> str:
-    if fmt == "json":
-        return json.dumps(result.to_dict(), indent=2, default=str)
-    data = result.to_dict()
-    return render_markdown(data) if fmt == "markdown" else render_table(data)
+def render_json(data: dict[str, Any]) -> str:
+    return json.dumps(data, indent=2, default=str)
+
+
+def summary_lines(data: dict[str, Any]) -> list[str]:
+    """The five lines that say what NCCL printed about itself (``nccl`` of the explanation)."""
+    cuda = ", ".join(f"{k} {v}" for k, v in (("driver", data["cuda_driver"]),
+                                              ("runtime", data["cuda_runtime"])) if v)
+    comms = "not seen"
+    if data["nranks"] or data["init_started"] or data["init_complete"]:
+        sizes = "/".join(str(n) for n in data["nranks"]) or "?"
+        comms = (f"nranks {sizes}; {data['init_started']} rank(s) started init, "
+                 f"{data['init_complete']} completed")
+    nets = data["networks"]
+    return [
+        f"NCCL {data['version'] or '(version not printed)'}"
+        + (f" (CUDA {cuda})" if cuda else ""),
+        "Interfaces: " + (", ".join(data["interfaces"]) or "none printed")
+        + (f" (network {', '.join(nets)})" if nets else ""),
+        "Transports: " + (", ".join(data["transports"]) or "none printed"),
+        "Plugins: " + ("; ".join(data["plugins"][:4]) or "none printed"),
+        "Communicators: " + comms,
+    ]
 
 
 def _where(f: dict[str, Any]) -> str:

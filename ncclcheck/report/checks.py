@@ -1,7 +1,8 @@
 """`ncclcheck checks` output and the docs' check tables, both read from the registry.
 
 One spec renders the same way everywhere: the CLI's table, JSON and markdown, the full page of
-``ncclcheck checks ID`` and the per-family tables in docs/ (see ``ncclcheck.gendocs``).
+``ncclcheck checks ID`` and the per-family tables in docs/ (see ``ncclcheck.gendocs``). Which
+function draws which format is the format table's (``formats.py``).
 """
 
 from __future__ import annotations
@@ -93,18 +94,9 @@ def full_markdown(spec: CheckSpec) -> str:
     return "\n".join(out)
 
 
-def render_list(specs: Iterable[CheckSpec], fmt: str) -> str:
-    specs = list(specs)
-    if fmt == "json":
-        return json.dumps({"checks": [spec_dict(s) for s in specs]}, indent=2)
-    if fmt == "markdown":
-        return markdown_table(specs)
-    return list_table(specs)
+def list_json(specs: Iterable[CheckSpec]) -> str:
+    return json.dumps({"checks": [spec_dict(s) for s in specs]}, indent=2)
 
 
-def render_one(spec: CheckSpec, fmt: str) -> str:
-    if fmt == "json":
-        return json.dumps(spec_dict(spec), indent=2)
-    if fmt == "markdown":
-        return full_markdown(spec)
-    return full_text(spec)
+def one_json(spec: CheckSpec) -> str:
+    return json.dumps(spec_dict(spec), indent=2)
