@@ -12,7 +12,7 @@ from __future__ import annotations
 import difflib
 from typing import Mapping
 
-from ncclcheck.explain.catalogue import catalogue_fix
+from ncclcheck.catalogue import catalogue_fix
 from ncclcheck.model import Category, Status
 from ncclcheck.ncclib import known_names as names
 from ncclcheck.ncclib.config_files import Setting

@@ -26,7 +26,7 @@ from ncclcheck.ncclib.plugins import KINDS, PluginSearch, find_plugins, supporte
 from ncclcheck.ncclib.search import ldconfig_cache
 from ncclcheck.ncclib.settings import LintFacts, Verdict, lint
 from ncclcheck.ncclib.version import NcclVersion, from_torch_tuple, parse_label
-from ncclcheck.explain.catalogue import catalogue_fix
+from ncclcheck.catalogue import catalogue_fix
 from ncclcheck.network.interfaces import (Interface, list_ib_devices, list_interfaces,
                                           predict_nccl_bootstrap)
 from ncclcheck.probes.nccl_hang_evidence import CHECKS as HANG_CHECKS
