@@ -29,9 +29,10 @@ import sys
 import tempfile
 import time
 
-from ncclcheck.explain.catalogue import line_signatures
+from ncclcheck.catalogue import load
 from ncclcheck.explain.hscache import CACHE_VARIABLE
 from ncclcheck.explain.prefilter import ENGINE_VARIABLE, ENGINES
+from ncclcheck.explain.prepared import prepared
 
 BLOCK = [
     "node{n}:{pid}:{pid} [{d}] NCCL INFO Bootstrap: Using eth0:10.0.0.{n}<0>",
@@ -102,18 +103,19 @@ def timed(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, fl
 
 
 def literals_pattern() -> str:
-    texts = {lit.text for sig in line_signatures() for lit in sig.literals}
+    literals = prepared().literals
+    texts = {lit.text for sig in load().line_signatures for lit in literals[sig.id]}
     return "|".join(re.escape(text) for text in sorted(texts))
 
 
 def candidates(path: str, engine: str) -> tuple[int, int]:
     """(lines handed on, lines tried against the catalogue) for one engine."""
-    from ncclcheck.explain.engine import _gate, literal_index
     from ncclcheck.explain.scan import Scanner
 
     handed = gated = 0
     with open(path, "rb") as stream:
-        for cand in Scanner(literal_index(engine), gate=_gate(engine)).lines(stream):
+        ready = prepared()
+        for cand in Scanner(ready.index(engine), gate=ready.gate(engine)).lines(stream):
             handed += 1
             gated += cand.gated
     return handed, gated

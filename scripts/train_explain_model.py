@@ -31,7 +31,7 @@ import tomllib
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ncclcheck.explain.catalogue import load as load_catalogue  # noqa: E402
+from ncclcheck.catalogue import load as load_catalogue  # noqa: E402
 from ncclcheck.explain.engine import explain  # noqa: E402
 from ncclcheck.explain.model_reading import decisive, leaves_open  # noqa: E402
 from ncclcheck.explain.normalize import normalized  # noqa: E402
@@ -91,7 +91,7 @@ def catalogue_examples() -> list[tuple[list[str], str]]:
     """Every signature's example message with its category: the message formats of NCCL,
     torch and the launchers as their sources print them, which the dev logs show only some of.
     Warnings are left out (a run carries on after one)."""
-    return [(line_features(sig.example), sig.category.value) for sig in load_catalogue()
+    return [(line_features(sig.example), sig.category.value) for sig in load_catalogue().signatures
             if sig.example and not sig.warning]
 
 

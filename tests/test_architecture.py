@@ -259,7 +259,7 @@ def test_the_graph_holds_known_edges_of_every_kind():
     assert "ncclcheck.cluster.session" in graph["ncclcheck.cluster.job"]  # a relative import
     # importing a submodule from outside its package runs the package's __init__ first
     assert "ncclcheck.launchers" in graph["ncclcheck.probes.ranks.facts"]
-    assert "ncclcheck.explain" in graph["ncclcheck.probes.ranks.facts"]
+    assert "ncclcheck.catalogue" in graph["ncclcheck.probes.ranks.facts"]
 
 
 def test_the_cycle_finder_finds_a_circle_and_names_its_modules():
@@ -316,6 +316,41 @@ def test_no_module_is_longer_than_the_limit():
     long = {str(p.relative_to(ROOT)): n for p in module_names().values()
             if (n := len(p.read_text("utf-8").splitlines())) > MAX_LINES}
     assert not long, f"modules over {MAX_LINES} lines (split them): {long}"
+
+
+def _reached(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for nxt in graph[todo.pop()] - seen:
+            seen.add(nxt)
+            todo.append(nxt)
+    return seen
+
+
+# What the failure catalogue may import of the package: the taxonomy and NCCL's version codes.
+CATALOGUE_NEEDS = frozenset({"ncclcheck.model", "ncclcheck.ncclib", "ncclcheck.ncclib.version"})
+
+
+def test_the_catalogue_is_a_leaf_that_never_reaches_explain():
+    """Probes read fix texts from the catalogue; explain's machinery (literal derivation,
+    indexes, the cache folder) must never come with it."""
+    graph, why = import_graph()
+    package = [m for m in graph
+               if m == "ncclcheck.catalogue" or m.startswith("ncclcheck.catalogue.")]
+    outside = {(m, t) for m in package for t in graph[m] if t not in package}
+    assert {t for _, t in outside} <= CATALOGUE_NEEDS, sorted(outside)
+    reached = set().union(*(_reached(graph, m) for m in package))
+    assert not [m for m in reached if m.startswith("ncclcheck.explain")]
+
+
+def test_only_the_explain_command_imports_explain_from_outside_it():
+    graph, why = import_graph()
+    importers = {source for source, targets in graph.items()
+                 if not source.startswith("ncclcheck.explain")
+                 and any(t == "ncclcheck.explain" or t.startswith("ncclcheck.explain.")
+                         for t in targets)}
+    assert importers == {"ncclcheck.cli"}
+    assert why[("ncclcheck.cli", "ncclcheck.explain.cli")].deferred  # only when it runs
 
 
 @pytest.mark.parametrize("code", [

@@ -10,15 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from ncclcheck.explain.catalogue import Signature, UnknownSignature, line_signatures, signature
-from ncclcheck.explain.facts import pci_bus_id
+from ncclcheck.catalogue import Signature, UnknownSignature, load
+from ncclcheck.catalogue.facts import pci_bus_id
 from ncclcheck.explain.docs import DOC_PATH, failures_markdown
 from ncclcheck.explain.engine import literal_index
-from ncclcheck.explain.matcher import Matcher
 from ncclcheck.explain.lines import parse_line
+from ncclcheck.explain.prepared import prepared
 from ncclcheck.model import CATEGORIES
 
-SIGNATURES = line_signatures()  # inferred ones: tests/test_explain_inference.py
+CATALOGUE = load()
+SIGNATURES = CATALOGUE.line_signatures  # inferred ones: tests/test_explain_inference.py
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -39,7 +40,7 @@ def test_signature_example_is_found_and_explained(sig: Signature):
     # claims it: what the catalogue says is what a log gets.
     assert list(literal_index().ends(sig.example.encode())), "example holds no literal"
     message = parse_line(sig.example).message
-    found = Matcher(SIGNATURES).match(message)
+    found = prepared().matcher(SIGNATURES).match(message)
     assert found is not None and found[0].id == sig.id, (found and found[0].id)
     facts = found[1]
     explanation, fix = sig.render(facts)
@@ -52,42 +53,44 @@ def test_signature_example_is_found_and_explained(sig: Signature):
 
 
 def test_render_fills_facts_and_drops_unknown_optional_parts():
-    explanation, fix = signature("nccl.invalid_rank").render({"rank": 6, "nranks": 4})
+    explanation, fix = CATALOGUE.signature("nccl.invalid_rank").render({"rank": 6, "nranks": 4})
     assert "rank 6 of a communicator of only 4 ranks" in explanation
     assert "nodes x GPUs per node ranks" in fix and "at least 7" in fix
-    explanation, fix = signature("nccl.invalid_rank").render({})
+    explanation, fix = CATALOGUE.signature("nccl.invalid_rank").render({})
     assert "6" not in explanation and "at least" not in fix and "nodes x GPUs" in fix
 
 
 def test_render_derives_names_from_numbers():
-    explanation, _ = signature("nccl.duplicate_gpu").render({"rank": 1, "rank2": 0,
-                                                             "busid": "1b000"})
+    explanation, _ = CATALOGUE.signature("nccl.duplicate_gpu").render(
+        {"rank": 1, "rank2": 0, "busid": "1b000"})
     assert "0000:1b:00.0" in explanation
-    explanation, _ = signature("nccl.version_mismatch").render(
+    explanation, _ = CATALOGUE.signature("nccl.version_mismatch").render(
         {"rank1": 0, "version1": 21805, "rank2": 4, "version2": 22005})
     assert "2.18.5" in explanation and "2.20.5" in explanation
-    explanation, _ = signature("torchrun.worker_signal").render({"exitcode": -9, "rank": 1})
+    explanation, _ = CATALOGUE.signature("torchrun.worker_signal").render(
+        {"exitcode": -9, "rank": 1})
     assert "SIGKILL" in explanation
-    explanation, _ = signature("nccl.version_mismatch").render(
+    explanation, _ = CATALOGUE.signature("nccl.version_mismatch").render(
         {"rank1": 0, "version1": 2804, "rank2": 4, "version2": 23007})
     assert "2.8.4" in explanation and "2.30.7" in explanation
     assert pci_bus_id("1b000") == "0000:1b:00.0"
 
 
 def test_probes_get_the_same_text_for_an_interface_problem():
-    explanation, fix = signature("nccl.no_socket_interface").render({"ifname": "eth9"})
+    explanation, fix = CATALOGUE.signature("nccl.no_socket_interface").render({"ifname": "eth9"})
     assert "NCCL_SOCKET_IFNAME=eth9" in explanation
     assert "NCCL_SOCKET_IFNAME" in fix
-    assert signature("nccl.no_socket_interface").explanation.startswith("NCCL could not")
+    sig = CATALOGUE.signature("nccl.no_socket_interface")
+    assert sig.explanation.startswith("NCCL could not")
 
 
 def test_unknown_id_is_a_clear_error():
     with pytest.raises(UnknownSignature):
-        signature("nccl.no_such_thing")
+        CATALOGUE.signature("nccl.no_such_thing")
 
 
 def test_requires_conditions_filter_matches():
-    sig = signature("lightning.member_overflow")
+    sig = CATALOGUE.signature("lightning.member_overflow")
     assert sig.match("Initializing distributed: GLOBAL_RANK: 6, MEMBER: 7/4") is not None
     assert sig.match("Initializing distributed: GLOBAL_RANK: 1, MEMBER: 2/4") is None
 

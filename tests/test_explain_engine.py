@@ -147,7 +147,7 @@ def test_many_matching_lines_are_folded_in_bounded_memory(tmp_path):
     """A log where every line is a failure: findings are counted as they come, not stored."""
     import tracemalloc
 
-    from ncclcheck.explain.catalogue import signature
+    from ncclcheck.catalogue import load
     from ncclcheck.explain.findings import Findings, Hit
 
     path = tmp_path / "storm.log"
@@ -160,7 +160,7 @@ def test_many_matching_lines_are_folded_in_bounded_memory(tmp_path):
         [("nccl.connection_closed", 6_000)]
     assert len(result["findings"][0]["ranks"]) == 512
 
-    sig = signature("nccl.connection_closed")
+    sig = load().signature("nccl.connection_closed")
     folded = Findings()
     tracemalloc.start()
     try:

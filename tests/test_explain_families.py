@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from ncclcheck.catalogue import load
 from ncclcheck.explain.engine import explain
-from ncclcheck.explain.matcher import Matcher
-from ncclcheck.explain.catalogue import all_signatures, signature
 from ncclcheck.explain.lines import parse_line
+from ncclcheck.explain.prepared import prepared
+
+CATALOGUE = load()
 
 
 def _root(tmp_path, text: str) -> dict | None:
@@ -19,10 +21,10 @@ def _root(tmp_path, text: str) -> dict | None:
 
 
 def test_a_specific_signature_claims_its_exception_line_wherever_the_catch_all_sits():
-    specific = signature("python.address_in_use")
-    rest = [s for s in all_signatures() if s.id != specific.id]
+    specific = CATALOGUE.signature("python.address_in_use")
+    rest = [s for s in CATALOGUE.signatures if s.id != specific.id]
     for order in ([specific, *rest], [*rest, specific]):
-        found = Matcher(order).match("RuntimeError: Address already in use")
+        found = prepared().matcher(order).match("RuntimeError: Address already in use")
         assert found is not None and found[0].id == "python.address_in_use"
 
 
@@ -99,7 +101,7 @@ def test_older_lightning_banner_wording_is_read(tmp_path):
 
 
 def test_repeated_messages_are_matched_once_and_facts_are_not_shared():
-    matcher = Matcher(all_signatures())
+    matcher = prepared().matcher(CATALOGUE.signatures)
     line = "node1:1:1 [0] init.cc:1872 NCCL WARN Invalid rank requested : 6/4"
     message = parse_line(line).message
     first = matcher.match(message)

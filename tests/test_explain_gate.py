@@ -14,18 +14,19 @@ from pathlib import Path
 
 import pytest
 
+from ncclcheck.catalogue import load
 from ncclcheck.explain import gate as gate_module
-from ncclcheck.explain.catalogue import line_signatures
-from ncclcheck.explain.engine import _gate, explain, literal_index
+from ncclcheck.explain.engine import explain, literal_index
 from ncclcheck.explain.hsregex import prefix_run, to_hyperscan
 from ncclcheck.explain.lines import LINE_PREFIXES
 from ncclcheck.explain.prefilter import ENGINE_VARIABLE
+from ncclcheck.explain.prepared import prepared
 from ncclcheck.explain.scan import Scanner
 from test_explain_mutations import MUTATIONS, ids_found
 
 hyperscan = pytest.importorskip("hyperscan")
 
-SIGNATURES = line_signatures()
+SIGNATURES = load().line_signatures
 LOGS = Path(__file__).parent / "data" / "logs"
 NOISE = "WARNING:urllib3.connectionpool:Retrying after ConnectionError: read timed out (attempt {n})"
 PREFIXES = ("", "[rank3]:", "node1:123:456 [0] ", "[1,3]<stderr>:", "2026-12-02 12:59:53,123 ",
@@ -83,7 +84,7 @@ def _noisy(monkeypatch) -> None:
 
 
 def _kept(text: str, year_known: bool = False) -> list[str]:
-    scanner = Scanner(literal_index(), gate=_gate("hyperscan"))
+    scanner = Scanner(literal_index(), gate=prepared().gate("hyperscan"))
     candidates = scanner.lines(io.BytesIO(text.encode()), year_known=lambda: year_known)
     return [c.text for c in candidates if c.gated]
 
@@ -120,7 +121,7 @@ def test_a_known_year_lets_a_dated_common_line_go(monkeypatch):
 
 def test_a_literal_across_the_join_keeps_the_header():
     """'Call to ibv_reg_mr failed' cut after 'to': the header ends with 'Call to'."""
-    gate = _gate("hyperscan")
+    gate = prepared().gate("hyperscan")
     after = gate._afters(b"Retrying after ConnectionError: Call to")
     assert after is not None and after.search(b"ibv_reg_mr failed with error 12")
     assert gate._afters(b"Retrying after ConnectionError: (attempt 1)") is None or \
@@ -158,7 +159,7 @@ def test_a_dense_log_gives_the_same_findings_with_and_without_the_gate(monkeypat
     assert [f["id"] for f in found["re"]["findings"]][:1] == ["nccl.invalid_rank"]
     with path.open("rb") as stream:
         gated = sum(c.gated for c in Scanner(literal_index("hyperscan"),
-                                             gate=_gate("hyperscan")).lines(stream))
+                                             gate=prepared().gate("hyperscan")).lines(stream))
     assert gated < 10  # 3000 retry warnings and the lines after them stayed out
 
 

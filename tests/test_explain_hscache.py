@@ -7,6 +7,7 @@ import pytest
 
 hyperscan = pytest.importorskip("hyperscan")
 
+from ncclcheck.catalogue import load, shipped_folder  # noqa: E402
 from ncclcheck.explain import hscache  # noqa: E402
 from ncclcheck.explain.engine import explain  # noqa: E402
 from ncclcheck.explain.prefilter import ENGINE_VARIABLE  # noqa: E402
@@ -89,10 +90,12 @@ def test_explain_finds_the_same_with_a_cold_and_a_warm_cache(tmp_path, monkeypat
     monkeypatch.setenv(ENGINE_VARIABLE, "hyperscan")
     log = tmp_path / "job.log"
     log.write_text("node1:1:1 [0] init.cc:1 NCCL WARN Invalid rank requested : 6/4\n")
-    from ncclcheck.explain import engine
-    engine._index.cache_clear()
-    cold = explain([str(log)]).to_dict()
-    engine._index.cache_clear()
-    warm = explain([str(log)]).to_dict()
+    # Each catalogue read afresh is a new object, prepared anew: the first compiles and
+    # stores the databases, the second finds them on disk.
+    cold = explain([str(log)], catalogue=load(shipped_folder())).to_dict()
+    stored = sorted((tmp_path / "cache").glob("hyperscan-*.db"))
+    compiles = _compiles(monkeypatch)
+    warm = explain([str(log)], catalogue=load(shipped_folder())).to_dict()
     assert cold == warm and cold["findings"][0]["id"] == "nccl.invalid_rank"
-    assert list((tmp_path / "cache").glob("hyperscan-*.db"))
+    assert stored and compiles == []
+    assert sorted((tmp_path / "cache").glob("hyperscan-*.db")) == stored

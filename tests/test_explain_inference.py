@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import pytest
 
-from ncclcheck.explain.catalogue import by_rule, inferred_signatures, line_signatures, signature
+from ncclcheck.catalogue import load
 from ncclcheck.explain.engine import explain
 from ncclcheck.report import render as render_document
 from ncclcheck.report.formats import EXPLANATION
 from ncclcheck.explain.hangs import HANG_RULES
 from ncclcheck.explain.signals import SIGNAL_RULES
+
+CATALOGUE = load()
 
 GENERIC = [
     "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1269, unhandled system error, NCCL version 2.18.5",
@@ -75,7 +77,7 @@ def _explain(tmp_path, lines: list[str], fmt: str | None = None):
 
 
 def test_inferred_signatures_are_kept_out_of_line_matching():
-    inferred = {s.id for s in inferred_signatures()}
+    inferred = {s.id for s in CATALOGUE.inferred_signatures}
     assert inferred == set(CONTEXT) | set(EXPLAINED) | {"lightning.duplicate_global_rank",
                                                         "nccl.system_error_one_host",
                                                         "slurm.tasks_exceed_gpus",
@@ -84,13 +86,14 @@ def test_inferred_signatures_are_kept_out_of_line_matching():
                                                         "nccltests.ranks_alone",
                                                         "nccl.ib_without_verbs",
                                                         "lightning.local_ranks_repeat",
-                                                        *(by_rule(rule).id for rule in SIGNAL_RULES),
-                                                        *(by_rule(rule).id
+                                                        *(CATALOGUE.by_rule(rule).id
+                                                          for rule in SIGNAL_RULES),
+                                                        *(CATALOGUE.by_rule(rule).id
                                                           for rule in HANG_RULES.values())}
-    assert {s.id for s in inferred_signatures()
+    assert {s.id for s in CATALOGUE.inferred_signatures
             if s.explains and "generic" not in s.explains} == set(EXPLAINED)
-    assert not inferred & {s.id for s in line_signatures()}
-    for sig in inferred_signatures():
+    assert not inferred & {s.id for s in CATALOGUE.line_signatures}
+    for sig in CATALOGUE.inferred_signatures:
         assert "(inferred)" in sig.title and sig.example
 
 
@@ -105,7 +108,7 @@ def test_a_generic_error_is_explained_by_its_context(tmp_path, sig_id, generic):
     findings = _explain(tmp_path, lines)
     root = findings[0]
     assert root["id"] == sig_id and root["root_cause"], [f["id"] for f in findings]
-    assert root["category"] == signature(sig_id).category.value
+    assert root["category"] == CATALOGUE.signature(sig_id).category.value
     assert root["line"] == len(lines)  # where it failed: the generic error's line
     source = root["inferred_from"]
     assert source["line"] == len(CONTEXT[sig_id]) and source["text"] == CONTEXT[sig_id][-1]
@@ -202,14 +205,14 @@ def test_a_specific_failure_is_explained_by_its_context(tmp_path, sig_id):
     assert root["id"] == sig_id and root["line"] == 3, [f["id"] for f in findings]
     assert root["inferred_from"]["line"] == 1
     assert "{" not in root["explanation"] + root["fix"]
-    assert findings[1]["id"] in signature(sig_id).explains
+    assert findings[1]["id"] in CATALOGUE.signature(sig_id).explains
 
 
 @pytest.mark.parametrize("sig_id", sorted(EXPLAINED))
 def test_a_context_that_does_not_fit_explains_nothing(tmp_path, sig_id):
     _, failure, harmless = EXPLAINED[sig_id]
     findings = _explain(tmp_path, [harmless, failure])
-    assert findings[0]["id"] in signature(sig_id).explains
+    assert findings[0]["id"] in CATALOGUE.signature(sig_id).explains
     assert all(f["id"] != sig_id for f in findings)
     assert _explain(tmp_path, [EXPLAINED[sig_id][0], "epoch 0 step 10 loss 0.1"]) == []
 
@@ -241,8 +244,8 @@ def test_a_failed_connection_on_a_real_interface_stays_a_connection_failure(tmp_
 
 
 def test_every_explained_failure_names_a_signature():
-    known = {s.id for s in line_signatures()} | {s.id for s in inferred_signatures()}
-    for sig in inferred_signatures():
+    known = set(CATALOGUE.by_id)
+    for sig in CATALOGUE.inferred_signatures:
         assert set(sig.explains) - {"generic"} <= known, sig.id
 
 

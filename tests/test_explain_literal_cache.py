@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
+from ncclcheck.catalogue import load
 from ncclcheck.explain import literal_cache
-from ncclcheck.explain.catalogue import load
 from ncclcheck.explain.hscache import CACHE_VARIABLE, KEPT_FILES
 from ncclcheck.explain.literals import NoLiteral, required_literals
 
@@ -25,7 +25,7 @@ def _files(folder):
 
 def test_the_cached_table_is_the_derivation_for_every_catalogue_pattern(tmp_path, monkeypatch):
     monkeypatch.setenv(CACHE_VARIABLE, str(tmp_path))
-    patterns = [p for sig in load() for p in sig.patterns]
+    patterns = [p for sig in load().signatures for p in sig.patterns]
     cold = literal_cache.literal_table(patterns)
     assert len(_files(tmp_path)) == 1
     monkeypatch.setattr(literal_cache, "required_literals", None)  # a warm read derives nothing

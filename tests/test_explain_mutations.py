@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from ncclcheck.explain.catalogue import Signature, line_signatures
+from ncclcheck.catalogue import Signature, load
 from ncclcheck.explain.engine import explain
 from ncclcheck.explain.lines import parse_line
 
-SIGNATURES = line_signatures()  # inferred ones: tests/test_explain_inference.py
+SIGNATURES = load().line_signatures  # inferred ones: tests/test_explain_inference.py
 WIDTH = 80
 # A harmless launch line longer than the terminal, so the pasted log is wrapped throughout.
 PREAMBLE = ("+ torchrun --nnodes=2 --nproc-per-node=8 --rdzv-backend=c10d "

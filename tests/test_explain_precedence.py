@@ -17,43 +17,26 @@ from pathlib import Path
 
 import pytest
 
-from ncclcheck.explain import catalogue, engine
-from ncclcheck.explain.catalogue import Signature, all_signatures, signature
+from ncclcheck.catalogue import Catalogue, Signature, load, shipped_folder
+from ncclcheck.explain import engine, prepared as prepared_module
 from ncclcheck.explain.infer import CAUSE_RULES, SETUP_RULES
 from ncclcheck.explain.hangs import HANG_RULES
 from ncclcheck.explain.signals import SIGNAL_RULES
 from ncclcheck.explain.matcher import Matcher
+from ncclcheck.explain.prepared import prepared
 
 REPO = Path(__file__).resolve().parents[1]
 LOGS = REPO / "tests" / "data" / "logs"
 EXPLAIN = REPO / "ncclcheck" / "explain"
 _ENTRY = re.compile(r"^\[\[signature\]\]$", re.M)
-_CACHED = (catalogue._by_file, catalogue.load, catalogue._by_id, catalogue.line_signatures,
-           catalogue.inferred_signatures, catalogue.files, engine._index, engine._gate)
 MAX_FILE_LINES = 1500
-
-
-def _clear_caches() -> None:
-    for cached in _CACHED:
-        cached.cache_clear()
-
-
-@pytest.fixture
-def catalogue_in(monkeypatch):
-    """Point the catalogue at another folder of TOML files (caches cleared both ways)."""
-    def use(folder: Path) -> None:
-        _clear_caches()
-        monkeypatch.setattr(catalogue, "folder", lambda: folder)
-
-    yield use
-    monkeypatch.undo()
-    _clear_caches()
+CATALOGUE = load()
 
 
 def _entries() -> list[str]:
     """Every [[signature]] entry's text, from every catalogue file."""
     out = []
-    for path in sorted(catalogue.folder().iterdir(), key=lambda p: p.name):
+    for path in sorted(shipped_folder().iterdir(), key=lambda p: p.name):
         text = path.read_text("utf-8")
         starts = [m.start() for m in _ENTRY.finditer(text)] + [len(text)]
         out += [text[a:b].rstrip() + "\n" for a, b in zip(starts, starts[1:])]
@@ -87,7 +70,7 @@ def _made_logs(folder: Path) -> list[Path]:
     """Logs the corpus does not have: each example alone, examples mixed behind launcher
     prefixes, and pairs of examples joined into one line (overlaps no real log shows)."""
     rng = random.Random(21)
-    examples = [sig.example for sig in all_signatures()]
+    examples = [sig.example for sig in CATALOGUE.signatures]
     texts = [example + "\n" for example in examples]
     for _ in range(150):
         lines = [rng.choice(_PREFIXES) + rng.choice(examples)
@@ -105,25 +88,25 @@ def _made_logs(folder: Path) -> list[Path]:
     return paths
 
 
-def _explained(logs: list[Path]) -> list[dict]:
-    return [engine.explain([str(log)]).to_dict() for log in logs]
+def _explained(logs: list[Path], catalogue: Catalogue | None = None) -> list[dict]:
+    return [engine.explain([str(log)], catalogue=catalogue).to_dict() for log in logs]
 
 
 @pytest.mark.slow  # the whole corpus read twice over (15 s): in the full suite, not the quick loop
-def test_shuffling_the_catalogue_changes_no_finding(tmp_path, catalogue_in):
+def test_shuffling_the_catalogue_changes_no_finding(tmp_path):
     logs = _corpus_logs() + _made_logs(tmp_path / "made")
     assert len(logs) > 1000
     before = _explained(logs)
     assert sum(bool(e["findings"]) for e in before) > 800  # the logs do give findings
     entries = _entries()
-    assert len(entries) == len(all_signatures())
+    assert len(entries) == len(CATALOGUE.signatures)
     rng = random.Random(7)
     shuffled = entries[:]
     rng.shuffle(shuffled)
     for seed, (order, files) in enumerate([(entries[::-1], 1), (shuffled, 5)]):
-        catalogue_in(_permuted(tmp_path / f"permuted{seed}", order, files, seed))
-        assert [s.id for s in all_signatures()] != [e.split('"')[1] for e in entries]
-        after = _explained(logs)
+        permuted = load(_permuted(tmp_path / f"permuted{seed}", order, files, seed))
+        assert [s.id for s in permuted.signatures] != [e.split('"')[1] for e in entries]
+        after = _explained(logs, permuted)
         moved = [(str(log), [f["id"] for f in a["findings"]], [f["id"] for f in b["findings"]])
                  for log, a, b in zip(logs, before, after) if a != b]
         assert not moved, moved[:5]
@@ -143,9 +126,9 @@ def test_every_overlap_the_corpus_and_the_examples_show_is_declared(monkeypatch,
     """Where two signatures of one claim level both match a line and neither refines the other,
     their priorities must differ: the catalogue says which wins, the id does not have to."""
     _Recording.seen = set()
-    monkeypatch.setattr(engine, "Matcher", _Recording)
-    _explained(_corpus_logs() + _made_logs(tmp_path / "made")[:len(all_signatures())])
-    matcher = Matcher(catalogue.line_signatures())
+    monkeypatch.setattr(prepared_module, "Matcher", _Recording)
+    _explained(_corpus_logs() + _made_logs(tmp_path / "made")[:len(CATALOGUE.signatures)])
+    matcher = prepared().matcher()
     undeclared = []
     for message in sorted(_Recording.seen):
         found = matcher.claimants(message)
@@ -159,38 +142,39 @@ def test_every_overlap_the_corpus_and_the_examples_show_is_declared(monkeypatch,
 
 
 def test_a_refining_signature_claims_the_line_in_either_order():
-    specific, general = signature("nccl.cuda_out_of_memory"), signature("nccl.cuda_failure")
+    specific = CATALOGUE.signature("nccl.cuda_out_of_memory")
+    general = CATALOGUE.signature("nccl.cuda_failure")
     assert general.id in specific.refines and specific.priority <= 100
     line = "include/alloc.h:185 NCCL WARN Cuda failure 'out of memory'"
     for order in ([specific, general], [general, specific]):
-        assert Matcher(order).match(line)[0].id == specific.id
+        assert prepared().matcher(order).match(line)[0].id == specific.id
     # ... and a chain of refinements holds through a signature left out of the matcher.
-    assert Matcher([general]).match(line)[0].id == general.id
+    assert prepared().matcher([general]).match(line)[0].id == general.id
 
 
 def test_levels_come_before_everything_else():
-    broad = [s for s in all_signatures() if s.broad]
-    last = [s for s in all_signatures() if s.last_resort]
+    broad = [s for s in CATALOGUE.signatures if s.broad]
+    last = [s for s in CATALOGUE.signatures if s.last_resort]
     assert broad and {s.id for s in last} == {"python.exception_about_ranks",
                                               "python.uncaught_exception"}
     # A specific signature of the lowest priority beats the catch-all of a higher one.
     line = "RuntimeError: Address already in use"
-    low = signature("python.address_in_use")
-    catch_all = signature("python.uncaught_exception")
-    assert Matcher([catch_all, low]).match(line)[0].id == low.id
+    low = CATALOGUE.signature("python.address_in_use")
+    catch_all = CATALOGUE.signature("python.uncaught_exception")
+    assert prepared().matcher([catch_all, low]).match(line)[0].id == low.id
 
 
 def test_every_rule_of_infer_is_declared_by_one_signature():
-    declared = [s.rule for s in catalogue.inferred_signatures() if s.rule]
+    declared = [s.rule for s in CATALOGUE.inferred_signatures if s.rule]
     assert sorted(declared) == sorted(set(declared))
     assert set(declared) == (set(SETUP_RULES) | set(CAUSE_RULES) | set(SIGNAL_RULES)
                              | set(HANG_RULES.values()))
-    assert not [s.id for s in all_signatures() if s.rule and not s.inferred]
+    assert not [s.id for s in CATALOGUE.signatures if s.rule and not s.inferred]
 
 
 def test_explains_code_names_no_signature_by_its_id():
     """Rules and tiers reach signatures through declared fields, never an id written in code."""
-    ids = {s.id for s in all_signatures()}
+    ids = set(CATALOGUE.by_id)
     found = []
     for path in sorted(EXPLAIN.glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text("utf-8"))):
@@ -200,7 +184,7 @@ def test_explains_code_names_no_signature_by_its_id():
 
 
 def test_catalogue_files_are_small_and_list_their_entries_by_id():
-    files = sorted(catalogue.folder().iterdir(), key=lambda p: p.name)
+    files = sorted(shipped_folder().iterdir(), key=lambda p: p.name)
     assert len(files) >= 6
     for path in files:
         text = path.read_text("utf-8")
@@ -216,20 +200,18 @@ def test_catalogue_files_are_small_and_list_their_entries_by_id():
     ('rule = "versions_differ"', "only an inferred signature"),
     ("broad = true\nlast_resort = true", "two different levels"),
 ])
-def test_a_catalogue_that_cannot_be_read_one_way_is_refused(tmp_path, catalogue_in, entry,
-                                                              error):
+def test_a_catalogue_that_cannot_be_read_one_way_is_refused(tmp_path, entry, error):
     body = ('[[signature]]\nid = "test.{id}"\ncategory = "other"\ntitle = "t"\n{extra}\n'
             'patterns = ["some literal text {id}"]\nmeaning = "m"\nfix = "f"\n'
             'example = "some literal text {id}"\n')
     (tmp_path / "a.toml").write_text(
         body.format(id="a", extra=entry) + "\n"
         + body.format(id="b", extra='refines = ["test.a"]' if "test.b" in entry else ""))
-    catalogue_in(tmp_path)
     with pytest.raises(ValueError, match=error):
-        catalogue.load()
+        load(tmp_path)
 
 
 def test_a_signature_is_the_same_object_wherever_it_is_read_from():
-    sig = signature("nccl.invalid_rank")
-    assert isinstance(sig, Signature) and sig in catalogue.line_signatures()
-    assert sig.id in catalogue.files()["nccl_setup"]
+    sig = CATALOGUE.signature("nccl.invalid_rank")
+    assert isinstance(sig, Signature) and sig in CATALOGUE.line_signatures
+    assert sig.id in CATALOGUE.files["nccl_setup"] and load().signature(sig.id) is sig

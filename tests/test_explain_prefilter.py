@@ -7,13 +7,14 @@ import sys
 
 import pytest
 
+from ncclcheck.catalogue import load
 from ncclcheck.explain import prefilter
-from ncclcheck.explain.catalogue import line_signatures
 from ncclcheck.explain.engine import explain, literal_index
 from ncclcheck.explain.literals import MIN_LENGTH, NoLiteral, required_literals
 from ncclcheck.explain.prefilter import ENGINES, Literal, build_index
+from ncclcheck.explain.prepared import prepared
 
-SIGNATURES = line_signatures()  # inferred ones: tests/test_explain_inference.py
+SIGNATURES = load().line_signatures  # inferred ones: tests/test_explain_inference.py
 
 
 def test_literals_follow_the_pattern_structure():
@@ -36,11 +37,28 @@ def test_a_pattern_without_a_literal_is_refused(pattern):
         required_literals(pattern)
 
 
+def test_a_catalogue_with_a_pattern_without_a_literal_is_refused_by_explain(tmp_path):
+    """The catalogue itself reads such a pattern (a probe only wants its texts); explain, which
+    would never let a line reach it, refuses it and names the signature."""
+    (tmp_path / "a.toml").write_text(
+        '[[signature]]\nid = "test.starved"\ncategory = "other"\ntitle = "t"\n'
+        'patterns = ["\\\\d+/\\\\d+"]\nmeaning = "m"\nfix = "f"\nexample = "6/4"\n')
+    catalogue = load(tmp_path)
+    assert catalogue.signature("test.starved").patterns == (r"\d+/\d+",)
+    with pytest.raises(ValueError, match="test.starved"):
+        prepared(catalogue).literals
+    log = tmp_path / "job.log"
+    log.write_text("6/4\n")
+    with pytest.raises(ValueError, match="test.starved"):
+        explain([str(log)], catalogue=catalogue)
+
+
 @pytest.mark.parametrize("sig", SIGNATURES, ids=lambda s: s.id)
 def test_every_signature_has_literals_its_example_holds(sig):
     """No signature can be starved: each has literals, and the example of the pattern that
     matches it holds one of that pattern's literals."""
-    assert sig.literals and all(len(lit.text) >= MIN_LENGTH for lit in sig.literals)
+    literals = prepared().literals[sig.id]
+    assert literals and all(len(lit.text) >= MIN_LENGTH for lit in literals)
     for pattern in sig.patterns:
         if re.search(pattern, sig.example):
             strings = required_literals(pattern).strings
@@ -115,7 +133,7 @@ def test_naming_the_tokens_does_not_change_the_candidates():
     text = (b"node1:1:1 [0] NCCL INFO Bootstrap : Using eth0\n+ torchrun --nnodes=2 x\n"
             b"step 3 failed, retrying\nNCCL_SOCKET_IFNAME=eth0 set by environment to eth0\n"
             b"node2:2251:2251 [2] init.cc:1872 NCCL WARN Invalid rank requested : 6/4\n")
-    literals = [lit for sig in SIGNATURES for lit in sig.literals]
+    literals = [lit for sig in SIGNATURES for lit in prepared().literals[sig.id]]
     seen = []
     for index in (literal_index("hyperscan"), build_index(literals, "hyperscan")):
         seen.append([(c.number, c.text, c.gated, c.info, c.context, c.error)

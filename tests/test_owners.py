@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ncclcheck.explain.catalogue import UnknownSignature, all_signatures, catalogue_fix, signature
+from ncclcheck.catalogue import UnknownSignature, catalogue_fix, load
 from ncclcheck.probes.registry import load_registry
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -190,13 +190,13 @@ def test_the_probes_name_signatures_through_the_scan():
 
 @pytest.mark.parametrize("where, sig_id", NAMED, ids=[f"{w}:{s}" for w, s in NAMED])
 def test_every_named_signature_is_in_the_catalogue_with_a_fix(where, sig_id):
-    known = {sig.id for sig in all_signatures()}
+    known = load().by_id
     assert sig_id in known, f"{where} names {sig_id!r}, which the catalogue does not have"
-    assert signature(sig_id).fix.strip(), f"{where}: {sig_id} has no fix text to show"
+    assert load().signature(sig_id).fix.strip(), f"{where}: {sig_id} has no fix text to show"
 
 
 def test_explain_names_only_catalogue_signatures_too():
-    known = {sig.id for sig in all_signatures()}
+    known = load().by_id
     unknown = [(where, sig_id) for where, tree in SOURCES if where.startswith("ncclcheck/explain/")
                for where, sig_id in named_signatures(where, tree) if sig_id not in known]
     assert not unknown
@@ -204,7 +204,8 @@ def test_explain_names_only_catalogue_signatures_too():
 
 def test_catalogue_fix_has_one_text_and_refuses_an_unknown_signature():
     plain = catalogue_fix("nccl.no_socket_interface")
-    assert plain == signature("nccl.no_socket_interface").render({})[1].strip()
+    assert plain == load().signature("nccl.no_socket_interface").render({})[1].strip()
+    assert plain == load().fix("nccl.no_socket_interface")
     assert catalogue_fix("nccl.no_socket_interface", "Here: eth9 is down.") == \
         f"{plain} Here: eth9 is down."
     assert "(now eth9)" in catalogue_fix("nccl.no_socket_interface", facts={"ifname": "eth9"})

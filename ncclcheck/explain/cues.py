@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ncclcheck.explain.catalogue import Signature
+from ncclcheck.catalogue import Signature
 from ncclcheck.model import Category
 
 
@@ -122,5 +122,5 @@ def category_signature(sig_id: str, category: Category, title: str, meaning: str
     """A finding for a category read without a recognised message (keywords, the text model):
     an inferred signature with no pattern and the category's general fix."""
     return Signature(id=sig_id, category=category, title=title, meaning=meaning,
-                     fix=GENERAL_FIX[category], patterns=(), literals=(), example="",
+                     fix=GENERAL_FIX[category], patterns=(), example="",
                      priority=priority, inferred=True)

@@ -9,21 +9,22 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ncclcheck.explain.catalogue import Signature, all_signatures, files
+from ncclcheck.catalogue import Catalogue, Signature, load
 from ncclcheck.explain.cues import CUES, GENERAL_FIX
 
 DOC_PATH = Path(__file__).resolve().parents[2] / "docs" / "failures.md"
 
 
-def listed() -> list[Signature]:
+def listed(catalogue: Catalogue | None = None) -> list[Signature]:
     """The signatures as listings show them: by family file, then id (never file order)."""
-    family = {sig_id: name for name, ids in files().items() for sig_id in ids}
-    return sorted(all_signatures(), key=lambda sig: (family[sig.id], sig.id))
+    catalogue = load() if catalogue is None else catalogue
+    family = {sig_id: name for name, ids in catalogue.files.items() for sig_id in ids}
+    return sorted(catalogue.signatures, key=lambda sig: (family[sig.id], sig.id))
 
 
-def catalogue_table() -> str:
+def catalogue_table(catalogue: Catalogue | None = None) -> str:
     """One line per signature, for `ncclcheck explain --list`."""
-    sigs = listed()
+    sigs = listed(catalogue)
     width = max(len(s.id) for s in sigs)
     lines = [f"{'id':<{width}}  {'category':<16} title", f"{'-' * width}  {'-' * 16} -----"]
     for sig in sigs:
@@ -33,16 +34,18 @@ def catalogue_table() -> str:
     return "\n".join(lines)
 
 
-def failures_markdown() -> str:
-    sigs = listed()
+def failures_markdown(catalogue: Catalogue | None = None) -> str:
+    """docs/failures.md's text for ``catalogue`` (the shipped one when None)."""
+    catalogue = load() if catalogue is None else catalogue
+    sigs = listed(catalogue)
     out = [
         "# Known failures",
         "",
-        "<!-- Generated from ncclcheck/explain/signatures/*.toml by "
+        "<!-- Generated from ncclcheck/catalogue/signatures/*.toml by "
         "`python -m ncclcheck.explain.docs`; do not edit by hand. -->",
         "",
         f"`ncclcheck explain` knows {len(sigs)} failure signatures, kept in one file per family "
-        "(`ncclcheck/explain/signatures/<family>.toml`, listed here by family, then id). Each "
+        "(`ncclcheck/catalogue/signatures/<family>.toml`, listed here by family, then id). Each "
         "has a stable id, a category from the taxonomy, the pattern(s) it matches, what it means "
         "and the fix. *Consequence* signatures usually follow another failure and are never "
         "chosen as the root cause while a primary failure is in view; *warning* signatures are "
@@ -54,7 +57,7 @@ def failures_markdown() -> str:
         "| id | family file | category | title |",
         "|---|---|---|---|",
     ]
-    family = {sig_id: name for name, ids in files().items() for sig_id in ids}
+    family = {sig_id: name for name, ids in catalogue.files.items() for sig_id in ids}
     out += [f"| [`{s.id}`](#{_anchor(s.id)}) | {family[s.id]} | {s.category.value} | {s.title} |"
             for s in sigs]
     for sig in sigs:

@@ -6,15 +6,13 @@ import os
 import re
 import zlib
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, BinaryIO, Callable
 
-from ncclcheck.explain.catalogue import Signature, line_signatures
+from ncclcheck.catalogue import Catalogue, Signature
 from ncclcheck.explain.context import LogContext
 from ncclcheck.explain.excerpt import excerpt
 from ncclcheck.explain.fallback import ErrorCues, add_fallback
 from ncclcheck.explain.findings import Finding, Findings, Hit
-from ncclcheck.explain.gate import Gate
 from ncclcheck.explain.hangs import COLLECT_NEXT, Note, add_hang, read_dumps
 from ncclcheck.explain.infer import add_inferred
 from ncclcheck.explain.lines import LineInfo, parse_line, stamp_in
@@ -22,9 +20,10 @@ from ncclcheck.explain.matcher import Matcher
 from ncclcheck.explain.model_reading import (Hypothesis, add_model_reading, hypotheses,
                                                unexplained_failure)
 from ncclcheck.explain.reader import InputError, Source, sniff, sources
-from ncclcheck.explain.prefilter import ENGINE_VARIABLE, LiteralIndex, build_index
+from ncclcheck.explain.prefilter import ENGINE_VARIABLE, LiteralIndex
+from ncclcheck.explain.prepared import prepared
 from ncclcheck.explain.reflow import unwrap
-from ncclcheck.explain.scan import TOKENS, Candidate, Scanner
+from ncclcheck.explain.scan import Candidate, Scanner
 from ncclcheck.explain.signals import add_signal_cause
 from ncclcheck.explain.summary import NcclSummary
 from ncclcheck.explain.textmodel import LogText, TextModel, load_model
@@ -66,43 +65,33 @@ class Explanation:
         })
 
 
-def literal_index(engine: str | None = None) -> LiteralIndex:
-    """The prefilter over every signature's literals (built once per process and engine)."""
-    return _index(engine or os.environ.get(ENGINE_VARIABLE) or "")
-
-
-@lru_cache(maxsize=4)
-def _index(engine: str) -> LiteralIndex:
-    literals = [lit for sig in line_signatures() for lit in sig.literals]
-    return build_index(literals, engine or None, tokens=TOKENS)
+def literal_index(engine: str | None = None, catalogue: Catalogue | None = None) -> LiteralIndex:
+    """The prefilter over the catalogue's line signatures (the shipped catalogue's when None;
+    built once per catalogue and engine, prepared.py)."""
+    return prepared(catalogue).index(engine or os.environ.get(ENGINE_VARIABLE) or "")
 
 
 SHIPPED = "shipped"  # explain's default model: the one in the package
 
 
-def explain(paths: list[str], model: TextModel | None | str = SHIPPED) -> Explanation:
+def explain(paths: list[str], model: TextModel | None | str = SHIPPED,
+            catalogue: Catalogue | None = None) -> Explanation:
     """Explain the logs and flight-recorder dumps at ``paths`` (files, directories, "-" or
-    nothing for stdin); ``model`` None reads with the signatures alone."""
+    nothing for stdin); ``model`` None reads with the signatures alone; ``catalogue`` None
+    reads with the shipped catalogue."""
     items = sources(paths)
     dumps = [s for s in items if sniff(s) == "dump"]
-    return explain_sources([s for s in items if s not in dumps], model, dumps)
-
-
-@lru_cache(maxsize=4)
-def _gate(engine: str) -> Gate | None:
-    """The gate over common literals: Hyperscan only (the other engines read every line
-    holding a literal, as they have no full-pattern pass)."""
-    index = _index(engine)
-    if index.name != "hyperscan":
-        return None
-    return Gate(line_signatures(), index.literals)  # type: ignore[attr-defined]
+    return explain_sources([s for s in items if s not in dumps], model, dumps, catalogue)
 
 
 def explain_sources(items: list[Source], model: TextModel | None | str = SHIPPED,
-                    dumps: list[Source] | tuple[Source, ...] = ()) -> Explanation:
+                    dumps: list[Source] | tuple[Source, ...] = (),
+                    catalogue: Catalogue | None = None) -> Explanation:
+    ready = prepared(catalogue)
+    catalogue = ready.catalogue
     engine = os.environ.get(ENGINE_VARIABLE) or ""
-    scanner = Scanner(literal_index(), gate=_gate(engine))
-    matcher = Matcher(line_signatures())
+    scanner = Scanner(ready.index(engine), gate=ready.gate(engine))
+    matcher = ready.matcher()
     summary = NcclSummary()
     hits = Findings()
     context = LogContext()
@@ -119,10 +108,10 @@ def explain_sources(items: list[Source], model: TextModel | None | str = SHIPPED
         finally:
             if source.path is not None:
                 stream.close()
-    add_inferred(hits, context, summary.settings)
-    add_signal_cause(hits, text)
+    add_inferred(hits, context, summary.settings, catalogue)
+    add_signal_cause(hits, text, catalogue)
     job = read_dumps(list(dumps))
-    hang_notes = add_hang(hits, job)[1]
+    hang_notes = add_hang(hits, job, catalogue)[1]
     notes = job.notes + hang_notes
     reader = load_model() if isinstance(model, str) else model
     reading = reader.read(text) if isinstance(reader, TextModel) else None

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from ncclcheck.explain.catalogue import Signature
+from ncclcheck.catalogue import Signature
 from ncclcheck.explain.cues import CUES, category_signature
 from ncclcheck.explain.findings import Findings, Hit
 from ncclcheck.model import Category

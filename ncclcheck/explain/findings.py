@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ncclcheck.explain.catalogue import Signature
+from ncclcheck.catalogue import Signature
 
 MAX_KEPT = 4096  # ranks, hosts, files and worker pids remembered per finding / per run
 

@@ -24,9 +24,9 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
-from ncclcheck.explain.catalogue import Signature
+from ncclcheck.catalogue import Signature
 from ncclcheck.explain.context import wants as context_wants
 from ncclcheck.explain.fallback import line_weight
 from ncclcheck.explain.hscache import block_database
@@ -58,9 +58,13 @@ LitLine = tuple[int, int, int, set[int]]
 
 
 class Gate:
-    """Per block, which lines holding only common literals can be left out (Hyperscan only)."""
+    """Per block, which lines holding only common literals can be left out (Hyperscan only).
+    ``signature_literals`` holds each signature's prefilter literals by id, ``literals`` the
+    index's literals (a hit's id is its place there)."""
 
-    def __init__(self, signatures: Sequence[Signature], literals: Sequence[Literal]) -> None:
+    def __init__(self, signatures: Sequence[Signature],
+                 signature_literals: Mapping[str, Sequence[Literal]],
+                 literals: Sequence[Literal]) -> None:
         import hyperscan  # deferred: optional and slow to load (only its engine has a gate)
 
         self._hs = hyperscan
@@ -68,7 +72,7 @@ class Gate:
         place = {lit: index for index, lit in enumerate(literals)}
         self._owners: dict[int, list[Signature]] = {}
         for sig in signatures:
-            for lit in sig.literals:
+            for lit in signature_literals[sig.id]:
                 if lit in place:
                     self._owners.setdefault(place[lit], []).append(sig)
         self._firm_owned = frozenset(i for i, owners in self._owners.items()

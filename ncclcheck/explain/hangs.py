@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ncclcheck.explain.catalogue import by_rule
+from ncclcheck.catalogue import Catalogue, load
 from ncclcheck.explain.findings import Finding, Findings, Hit
 from ncclcheck.explain.reader import InputError, Source
 from ncclcheck.flightrec.analyze import (COMPLETED, MISMATCH, NEVER_ARRIVED, STUCK, Analysis,
@@ -113,10 +113,12 @@ def _read(items: list[Source], newest: int | None,
     return dumps, notes
 
 
-def add_hang(hits: Findings, job: JobDumps) -> tuple[Analysis | None, list[Note]]:
+def add_hang(hits: Findings, job: JobDumps,
+             catalogue: Catalogue | None = None) -> tuple[Analysis | None, list[Note]]:
     """Add the dumps' verdict to ``hits`` (before ranking): the root cause when the ranks
     disagree; a note when every rank completed every collective. Dumps read in part are read
-    further back while the verdict needs it."""
+    further back while the verdict needs it. The rules' signatures are ``catalogue``'s (the
+    shipped one when None)."""
     if not job.dumps:
         return None, []
     ranked = hits.ranked()
@@ -139,7 +141,7 @@ def add_hang(hits: Findings, job: JobDumps) -> tuple[Analysis | None, list[Note]
                           "one, is outside the collectives (a rank stuck in Python, data "
                           "loading, I/O or its own threads; py-spy dump --pid shows where)"))
         return analysis, notes
-    sig = by_rule(HANG_RULES[verdict.kind])
+    sig = (load() if catalogue is None else catalogue).by_rule(HANG_RULES[verdict.kind])
     facts = _facts(verdict, analysis, ranked)
     where = _where(verdict, dumps)
     text = _summary(verdict)

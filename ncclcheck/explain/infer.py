@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ncclcheck.explain.catalogue import Signature, by_rule, inferred_signatures
+from ncclcheck.catalogue import Catalogue, Signature, load
 from ncclcheck.explain.context import ContextLine, LogContext
 from ncclcheck.explain.findings import Finding, Findings, Hit
 from ncclcheck.model import Category
@@ -150,11 +150,13 @@ CAUSE_RULES: dict[str, Callable[[Signature, LogContext, Failure], Found | None]]
 }
 
 
-def add_inferred(hits: Findings, context: LogContext,
-                 settings: dict[str, str] | None = None) -> None:
-    """Add the findings the context supports to ``hits`` (before ranking)."""
+def add_inferred(hits: Findings, context: LogContext, settings: dict[str, str] | None = None,
+                 catalogue: Catalogue | None = None) -> None:
+    """Add the findings the context supports to ``hits`` (before ranking); the rules' and the
+    inferred signatures are ``catalogue``'s (the shipped one when None)."""
+    catalogue = load() if catalogue is None else catalogue
     for name, rule in SETUP_RULES.items():
-        sig = by_rule(name)
+        sig = catalogue.by_rule(name)
         found = rule(sig, context)
         if found is not None and sig.id not in hits.by_id:
             facts, where = found
@@ -163,7 +165,7 @@ def add_inferred(hits: Findings, context: LogContext,
     if not ranked:
         return
     failed = ranked[0].first
-    inferred = infer_cause(context, failed)
+    inferred = infer_cause(context, failed, catalogue)
     specific = _specific_failure(ranked) if is_generic(failed.signature, failed.text) else None
     if inferred is not None and (specific is None
                                  or inferred[0].priority > specific.signature.priority):
@@ -192,6 +194,7 @@ def is_generic(sig: Signature, text: str) -> bool:
 
 
 def infer_cause(context: LogContext, failed: Hit | None = None,
+                catalogue: Catalogue | None = None,
                 ) -> tuple[Signature, dict[str, Any], ContextLine] | None:
     """The most telling context fact behind the root cause ``failed`` (None: a generic NCCL
     error): (inferred signature, its facts, the line it is from). Among several, the higher
@@ -200,7 +203,7 @@ def infer_cause(context: LogContext, failed: Hit | None = None,
     failure = Failure(failed, generic)
     known = failed.facts if failed is not None else {}
     candidates: list[tuple[int, int, str, Signature, dict[str, Any], ContextLine]] = []
-    for sig in inferred_signatures():
+    for sig in (load() if catalogue is None else catalogue).inferred_signatures:
         if sig.rule in CAUSE_RULES:
             found = CAUSE_RULES[sig.rule](sig, context, failure)
             if found is not None:

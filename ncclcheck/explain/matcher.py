@@ -16,9 +16,10 @@ The choice, in this order (never the place of an entry in the catalogue's files)
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping, Sequence
 
-from ncclcheck.explain.catalogue import Signature, all_signatures, refined_by_closure
+from ncclcheck.catalogue import Catalogue, Signature, refined_by_closure
+from ncclcheck.explain.prefilter import Literal
 
 MEMO_SIZE = 4096  # distinct messages whose match is remembered per run
 
@@ -26,19 +27,22 @@ Claim = tuple[Signature, dict[str, Any]]
 
 
 class Matcher:
-    """Matches candidate lines against signatures (see the module's docstring)."""
+    """Matches candidate lines against signatures (see the module's docstring): ``literals``
+    holds each one's prefilter literals by id (prepared.py), ``catalogue`` the signatures
+    whose ``refines`` are followed."""
 
-    def __init__(self, signatures: Iterable[Signature]) -> None:
+    def __init__(self, signatures: Iterable[Signature],
+                 literals: Mapping[str, Sequence[Literal]], catalogue: Catalogue) -> None:
         self.signatures = tuple(signatures)
         owners: dict[tuple[str, bool], list[int]] = {}
         for index, sig in enumerate(self.signatures):
-            for lit in sig.literals:
+            for lit in literals[sig.id]:
                 owners.setdefault((lit.text, lit.caseless), []).append(index)
         self._exact = [(text, tuple(o)) for (text, caseless), o in owners.items() if not caseless]
         self._caseless = [(text, tuple(o)) for (text, caseless), o in owners.items() if caseless]
         # ``refines`` is read across the whole catalogue, so a chain through a signature left
         # out of this matcher still holds.
-        known = {sig.id: sig for sig in all_signatures()}
+        known = dict(catalogue.by_id)
         known.update((sig.id, sig) for sig in self.signatures)
         self._refines = [refined_by_closure(sig.id, known) for sig in self.signatures]
         # Candidates are tried level by level; within a level, by priority, then id.

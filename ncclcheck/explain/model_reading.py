@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from ncclcheck.explain.catalogue import SPECIFIC, Signature
+from ncclcheck.catalogue import SPECIFIC, Signature
 from ncclcheck.explain.cues import category_signature
 from ncclcheck.explain.fallback import PREFIX as FALLBACK_PREFIX
 from ncclcheck.explain.findings import Finding, Findings, Hit

@@ -20,8 +20,8 @@ import signal
 from dataclasses import dataclass
 from typing import Callable
 
-from ncclcheck.explain.catalogue import Signature, by_rule
-from ncclcheck.explain.facts import signal_name
+from ncclcheck.catalogue import Catalogue, Signature, load
+from ncclcheck.catalogue.facts import signal_name
 from ncclcheck.explain.findings import Finding, Findings, Hit
 from ncclcheck.explain.normalize import strip_prefix
 from ncclcheck.explain.textmodel import LogText
@@ -133,8 +133,9 @@ def leaves_unexplained(root: Finding | None) -> bool:
     return root.signature.category in _UNSPECIFIC
 
 
-def add_signal_cause(hits: Findings, text: LogText) -> None:
-    """Add the cause a signal death implies when the signatures leave the failure unexplained."""
+def add_signal_cause(hits: Findings, text: LogText, catalogue: Catalogue | None = None) -> None:
+    """Add the cause a signal death implies when the signatures leave the failure unexplained
+    (the rules' signatures are ``catalogue``'s, the shipped one when None)."""
     ranked = hits.ranked()
     root = ranked[0] if ranked else None
     if not leaves_unexplained(root):
@@ -144,7 +145,7 @@ def add_signal_cause(hits: Findings, text: LogText) -> None:
         death = reads(found)
         if death is None:
             continue
-        sig: Signature = by_rule(rule)
+        sig: Signature = (load() if catalogue is None else catalogue).by_rule(rule)
         if root is not None and root.signature.category == sig.category:
             return
         facts = {"signal": death.signal, "signal_name": signal_name(death.signal),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ncclcheck.explain.catalogue import catalogue_fix
+from ncclcheck.catalogue import catalogue_fix
 from ncclcheck.model import Category, CheckResult, errored, failed, passed, skipped, warned
 from ncclcheck.ncclib.loader import LibraryAnswer
 from ncclcheck.probes.nccl.facts import NcclFacts, predicted_bootstrap

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ncclcheck.explain.catalogue import catalogue_fix
+from ncclcheck.catalogue import catalogue_fix
 from ncclcheck.model import Category, CheckResult, failed, passed, warned
 from ncclcheck.ncclib.plugins import PluginSearch
 from ncclcheck.ncclib.plugins import judge as judge_plugin

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ncclcheck.explain.catalogue import catalogue_fix
+from ncclcheck.catalogue import catalogue_fix
 from ncclcheck.model import Category, Status
 from ncclcheck.ncclib.config_files import Setting, writable_target
 from ncclcheck.probes.nccl.setting_verdicts import (LintFacts, Rule, Verdict, fail, ok, parse_c_int, shown,

@@ -12,9 +12,9 @@ from __future__ import annotations
 import difflib
 from typing import Mapping
 
-from ncclcheck.explain.catalogue import catalogue_fix
 from typing import Any
 
+from ncclcheck.catalogue import catalogue_fix
 from ncclcheck.model import Category, CheckResult, Status
 from ncclcheck.ncclib import known_names as names
 from ncclcheck.ncclib.config_files import Setting, effective_settings

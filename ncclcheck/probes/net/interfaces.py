@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ncclcheck.explain.catalogue import catalogue_fix
+from ncclcheck.catalogue import catalogue_fix
 from ncclcheck.model import Category, CheckResult, failed, passed, skipped, warned
 from ncclcheck.network.interfaces import (IbPort, IfList, Interface, SocketChoice, dead_entries,
                                           find, gloo_interface_names, ifname_setting,

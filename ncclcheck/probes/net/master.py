@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ncclcheck.explain.catalogue import catalogue_fix
+from ncclcheck.catalogue import catalogue_fix
 from ncclcheck.model import Category, CheckResult, failed, passed, skipped, warned
 from ncclcheck.probes.net.facts import Facts, MasterFacts, PortFromWorker, PortOnMaster
 from ncclcheck.probes.spec import CheckSpec, judge

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ncclcheck.context import ProbeContext
-from ncclcheck.explain.catalogue import signature
+from ncclcheck.catalogue import load
 from ncclcheck.gpus import VisibleGpus, nvidia_driver_loaded, visible_gpus
 from ncclcheck.launchers import Layout, read_layout
 
@@ -54,9 +54,9 @@ def expected_layout(ctx: ProbeContext, layout: Layout) -> Expected:
 def fix_world(expected: Expected) -> str:
     """The fix for a world size that disagrees with nodes x GPUs: the catalogue's text for
     NCCL's 'Invalid rank requested', so the probe and `explain` say the same thing."""
-    return signature(INVALID_RANK).render({"nodes": expected.nodes,
-                                           "gpus_per_node": expected.gpus_per_node,
-                                           "expected_world_size": expected.world})[1]
+    return load().signature(INVALID_RANK).render({"nodes": expected.nodes,
+                                                  "gpus_per_node": expected.gpus_per_node,
+                                                  "expected_world_size": expected.world})[1]
 
 
 @dataclass(frozen=True)
