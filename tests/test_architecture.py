@@ -394,3 +394,56 @@ def test_the_registry_still_declares_the_lightning_checks():
 def test_the_declared_grid_launchers_are_the_ones_the_grid_runs():
     """The declarations name the launchers without importing ncclcheck.lightning."""
     assert GRID_LAUNCHERS == tuple((s.name, s.title) for s in (TORCHRUN, LIGHTNING, SLURM))
+
+
+# -- the recipe of docs/architecture.md: a check is one new file --------------------------------
+RECIPE_CHECK = '''"""A check added by the recipe: a host whose only interface is loopback cannot join a job."""
+
+from __future__ import annotations
+
+from ncclcheck.model import Category, CheckResult, passed, warned
+from ncclcheck.probes.net.facts import Facts
+from ncclcheck.probes.spec import CheckSpec, judge
+
+NOT_ONLY_LOOPBACK = CheckSpec(
+    "net.recipe_not_only_loopback", "the host has an interface besides loopback",
+    (Category.INTERFACE,), warns_when="every interface with an address is loopback",
+    order=45)
+
+
+@judge(NOT_ONLY_LOOPBACK)
+def check_not_only_loopback(facts: Facts) -> CheckResult:
+    others = [i.name for i in facts.interfaces if i.addresses and not i.loopback]
+    if others:
+        return passed(NOT_ONLY_LOOPBACK, f"{len(others)} non-loopback interface(s)")
+    return warned(NOT_ONLY_LOOPBACK, "only loopback has an address", "Connect the host.",
+                  Category.INTERFACE)
+'''
+
+
+def test_adding_a_check_is_one_new_file(tmp_path):
+    """docs/architecture.md's first recipe, walked: a copy of the package, one new module in
+    the family's home, nothing else changed; the check is listed and reported in its place."""
+    import filecmp
+    import os
+    import shutil
+    copy = tmp_path / "ncclcheck"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "probes" / "net" / "recipe_example.py").write_text(RECIPE_CHECK, "utf-8")
+
+    def changed(cmp: filecmp.dircmp) -> list[str]:
+        found = cmp.left_only + cmp.diff_files + [f"{cmp.right}/{n}" for n in cmp.right_only]
+        return found + [f for sub in cmp.subdirs.values() for f in changed(sub)]
+
+    cmp = filecmp.dircmp(PACKAGE, copy, ignore=["__pycache__"])
+    assert changed(cmp) == [str(copy / "probes" / "net") + "/recipe_example.py"]
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    listed = subprocess.run([sys.executable, "-m", "ncclcheck", "checks",
+                             "net.recipe_not_only_loopback"], capture_output=True, text=True,
+                            env=env, timeout=60, cwd=tmp_path)
+    assert listed.returncode == 0 and "besides loopback" in listed.stdout, listed.stderr
+    ran = subprocess.run([sys.executable, "-m", "ncclcheck", "net", "--local", "--format", "json",
+                          "--timeout", "30"], capture_output=True, text=True, env=env, timeout=90,
+                         cwd=tmp_path)
+    ids = [c["id"] for c in json.loads(ran.stdout)["checks"]]
+    assert ids.index("net.gloo_interface") + 1 == ids.index("net.recipe_not_only_loopback")
