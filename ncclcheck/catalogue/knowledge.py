@@ -28,14 +28,14 @@ __all__ = ["CONVERSION", "TABLES", "Hit", "NcclLine", "best", "format_regex", "l
 
 HOW = ("format", "name", "number", "text", "file", "tag")  # most specific first
 SOURCE = r"[\w./+-]+\.(?:cc|cu|h|cpp|c|hpp|cuh)"
-NCCL_LINE = re.compile(rf"(?:(?P<file>{SOURCE}):(?P<line>\d+) (?:\((?P<func>[^)\s]*)\) )?)?"
+NCCL_LINE = re.compile(rf"(?:(?P<file>{SOURCE}):(?P<line>\d+) (?:\((?P<func>[^)\s]*)\) )?\W{{0,4}})?"
                        r"NCCL (?P<level>WARN|INFO|TRACE|CALL)\b ?(?P<msg>.*)")
 LOC = re.compile(rf"(?P<file>{SOURCE}):(?P<line>\d+)\b")
 TAG = re.compile(r"([A-Z]\w*(?:/\w+)*)\s?:\s")
 NUMBERS = re.compile(r"\[Errno (?P<py>-?\d+)\]|\berrno\s*[:=]?\s*(?P<errno>\d+)|"
-                     r"gai error:?\s*(?P<gai>-?\d+)|\bstatus=(?P<wc>\d+)|"
+                     r"gai error:?\s*(?P<gai>-?\d+)|(?:\bstatus=|with error )(?P<wc>\d+)|"
                      r"(?:Cuda failure|CUDA error|cuda error)\s*:?\s*(?P<cuda>\d+)", re.I)
-NUMBER_GATE = ("rrno", "gai error", "status=", "uda failure", "uda error", "UDA error")
+NUMBER_GATE = ("rrno", "gai error", "status=", "with error ", "uda failure", "uda error", "UDA error")
 RESULT = re.compile(r"-> (\d+)(?: \(|$| \[)")
 
 
@@ -100,9 +100,19 @@ def _category(name: str, entry: Mapping[str, Any], low: str) -> str:
 
 
 def _hit(name: str, key: str, entry: Mapping[str, Any], how: str, low: str,
-         nccl: NcclLine | None) -> Hit:
-    return Hit(name, key, _category(name, entry, low), _component(name, entry), how, entry,
-               nccl.level if nccl else None, nccl.file if nccl else None)
+         nccl: NcclLine | None, category: str | None = None) -> Hit:
+    return Hit(name, key, category or _category(name, entry, low), _component(name, entry), how,
+               entry, nccl.level if nccl else None, nccl.file if nccl else None)
+
+
+def _macro_category(entry: Mapping[str, Any], nccl: NcclLine | None, idx: Index) -> str | None:
+    """A format of a checks.h macro is printed with the file that uses the macro: that file's
+    subsystem says more than the macro's words, unless it says nothing (other)."""
+    if not entry.get("macro") or nccl is None or nccl.file is None:
+        return None
+    category = idx.files.get(nccl.file) or next(
+        (c for p, c in idx.file_rules if re.search(p, nccl.file)), None)
+    return category if category and category != "other" else None
 
 
 def _numbers(line: str, low: str, nccl: NcclLine | None, idx: Index) -> list[Hit]:
@@ -141,7 +151,9 @@ def _candidates(words: list[str], nccl: NcclLine | None, idx: Index) -> list[Can
 def _nccl_origin(nccl: NcclLine, idx: Index, low: str) -> list[Hit]:
     found = []
     if nccl.file is not None:
-        category = idx.files.get(nccl.file) or idx.folders.get(nccl.file.rpartition("/")[0])
+        category = (idx.files.get(nccl.file)
+                    or next((c for p, c in idx.file_rules if re.search(p, nccl.file)), None)
+                    or idx.folders.get(nccl.file.rpartition("/")[0]))
         if category is not None:
             found.append(Hit("nccl_formats", nccl.file, category, "nccl", "file",
                              {"file": nccl.file}, nccl.level, nccl.file))
@@ -175,7 +187,8 @@ def lookup(line: str) -> list[Hit]:
             how = "format" if c.level is not None else "text"
             same_file = nccl is not None and c.entry.get("file") == nccl.file
             rank = c.literal + (2000 if same_file else 0) + (1000 if c.entry.get("macro") else 0)
-            hits.append((HOW.index(how), -rank, _hit(c.table, c.key, c.entry, how, low, nccl)))
+            hits.append((HOW.index(how), -rank, _hit(c.table, c.key, c.entry, how, low, nccl,
+                                                     _macro_category(c.entry, nccl, idx))))
     if nccl is not None:
         hits.extend((HOW.index(h.how), 0, h) for h in _nccl_origin(nccl, idx, low))
     hits.sort(key=lambda t: (t[0], t[1]))

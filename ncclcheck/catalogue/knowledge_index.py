@@ -70,9 +70,12 @@ def format_regex(fmt: str) -> str:
 
 def telling_line(template: str, first: bool = False) -> str:
     """The line of a multi-line template a log line can show: the first (an NCCL format, as
-    its regex does), or the one with the most literal text (a message)."""
+    its regex does; a message, as an exception's line shows it), or for a message whose first
+    line says too little, the one with the most literal text."""
     lines = [ln for ln in template.split("\n") if ln.strip()] or [""]
-    return lines[0] if first else max(lines, key=lambda ln: len(PLACEHOLDER.sub("", ln)))
+    if first or len(PLACEHOLDER.sub("", lines[0]).strip()) >= MIN_LITERAL:
+        return lines[0]
+    return max(lines, key=lambda ln: len(PLACEHOLDER.sub("", ln)))
 
 
 def chunks(line: str) -> tuple[str, ...]:
@@ -119,6 +122,7 @@ class Index:
     bare: tuple[Candidate, ...]  # NCCL formats with no word to anchor on
     by_number: Mapping[tuple[str, int], Mapping[str, Any]]  # (table[:kind], number) -> entry
     files: Mapping[str, str]  # NCCL source file -> category
+    file_rules: tuple[tuple[str, str], ...]  # (path pattern, category) for a file not listed
     folders: Mapping[str, str]  # NCCL source folder whose files agree -> category
     tags: Mapping[str, str]  # NCCL message tag ("NET/IB") -> category
 
@@ -191,5 +195,6 @@ def index() -> Index:
     return Index(MappingProxyType({k: tuple(v) for k, v in names.items()}),
                  MappingProxyType({k: tuple(v) for k, v in anchors.items()}), tuple(bare),
                  MappingProxyType(by_number), formats["files"],
+                 tuple((p, c) for p, c in formats["file_rules"]),
                  MappingProxyType({k: next(iter(v)) for k, v in folders.items()
                                    if k and len(v) == 1}), formats["tags"])

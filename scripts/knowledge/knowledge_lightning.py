@@ -57,7 +57,7 @@ def lightning_version(where: Path) -> str:
 
 
 def lightning_table(sources: list[Path]) -> dict[str, Any]:
-    entries: dict[tuple[str, str], dict[str, Any]] = {}
+    entries: dict[tuple[str, str, str], dict[str, Any]] = {}
     versions = []
     for where in sources:
         version = lightning_version(where)
@@ -69,12 +69,12 @@ def lightning_table(sources: list[Path]) -> dict[str, Any]:
                 if (found.kind in ("log", "warn") or len(found.template.strip()) < 10
                         or not SUBJECT.search(found.template)):
                     continue
-                entry = entries.setdefault((found.template, path), {
+                entry = entries.setdefault((found.template, path, found.kind), {
                     "message": found.template, "source": path, "kind": found.kind,
                     "releases": [], "category": category(found.template, found.kind)})
                 if version not in entry["releases"]:
                     entry["releases"].append(version)
-    rows = sorted(entries.values(), key=lambda e: (e["source"], e["message"]))
+    rows = sorted(entries.values(), key=lambda e: (e["source"], e["message"], e["kind"]))
     return table("lightning", "lightning", "pytorch-lightning wheels: messages raised in "
                  "pytorch_lightning/ and lightning_fabric/ accelerators/, strategies/, "
                  "plugins/environments/, the accelerator connector, device_parser and "

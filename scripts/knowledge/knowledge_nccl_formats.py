@@ -136,7 +136,10 @@ def nccl_formats_table(git_dir: Path, tags: list[str], levels: tuple[str, ...]) 
                              "message. A WARN is preceded by an empty line. The timestamp "
                              "(NCCL_DEBUG_TIMESTAMP_FORMAT, on WARN by default) since 2.26; "
                              "(function) on WARN since 2.30."),
-                 files=dict(sorted(files.items())), tags=message_tags(entries),
+                 files=dict(sorted(files.items())),
+                 file_rules=[[path, cat] for path, words, cat in FILE_RULES
+                             if words is None and path != ANY],
+                 tags=message_tags(entries),
                  tag_rule="a message's leading tag (word or path before ' :' or ':') whose "
                  "formats agree on one category other than other: at least 3 formats, 75 % of "
                  f"them; words that are no subsystem are left out: {', '.join(sorted(TAG_STOP))}")

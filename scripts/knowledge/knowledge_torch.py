@@ -102,18 +102,18 @@ def release_messages(where: Path) -> Iterator[tuple[str, str, str]]:
 
 
 def torch_table(sources: list[Path]) -> dict[str, Any]:
-    entries: dict[tuple[str, str], dict[str, Any]] = {}
+    entries: dict[tuple[str, str, str], dict[str, Any]] = {}
     versions = []
     for where in sources:
         version = torch_version(where)
         versions.append(version)
         for message, source, kind in release_messages(where):
-            entry = entries.setdefault((message, source), {
+            entry = entries.setdefault((message, source, kind), {
                 "message": message, "component": "gloo" if "gloo" in message.lower() else "torch",
                 "source": source, "kind": kind, "releases": [], "category": category(message)})
             if version not in entry["releases"]:
                 entry["releases"].append(version)
-    rows = sorted(entries.values(), key=lambda e: (e["source"], e["message"]))
+    rows = sorted(entries.values(), key=lambda e: (e["source"], e["message"], e["kind"]))
     return table("torch", "torch", "torch wheels: .rodata strings of torch/lib/" + ", ".join(LIBRARIES)
                  + " (those present); messages raised and logged in torch/distributed/ "
                  "(distributed_c10d, rendezvous, run, launch, constants, c10d_logger, utils, "
