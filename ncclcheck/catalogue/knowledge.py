@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Mapping
 
 from ncclcheck.catalogue.knowledge_index import (CONVERSION, TABLES, WORD, Candidate, Index,
@@ -35,7 +36,7 @@ TAG = re.compile(r"([A-Z]\w*(?:/\w+)*)\s?:\s")
 NUMBERS = re.compile(r"\[Errno (?P<py>-?\d+)\]|\berrno\s*[:=]?\s*(?P<errno>\d+)|"
                      r"gai error:?\s*(?P<gai>-?\d+)|(?:\bstatus=|with error )(?P<wc>\d+)|"
                      r"(?:Cuda failure|CUDA error|cuda error)\s*:?\s*(?P<cuda>\d+)", re.I)
-NUMBER_GATE = ("rrno", "gai error", "status=", "with error ", "uda failure", "uda error", "UDA error")
+NUMBER_GATE = re.compile(r"rrno|gai error|status=|with error |uda failure|uda error|UDA error")
 RESULT = re.compile(r"-> (\d+)(?: \(|$| \[)")
 
 
@@ -118,7 +119,7 @@ def _macro_category(entry: Mapping[str, Any], nccl: NcclLine | None, idx: Index)
 def _numbers(line: str, low: str, nccl: NcclLine | None, idx: Index) -> list[Hit]:
     found = []
     keys: list[tuple[str, int]] = []
-    if any(gate in line for gate in NUMBER_GATE):
+    if NUMBER_GATE.search(line):
         for m in NUMBERS.finditer(line):
             if m["py"] is not None:
                 n = int(m["py"])
@@ -141,11 +142,22 @@ def _numbers(line: str, low: str, nccl: NcclLine | None, idx: Index) -> list[Hit
     return found
 
 
-def _candidates(words: list[str], nccl: NcclLine | None, idx: Index) -> list[Candidate]:
-    found = [c for w in idx.anchors.keys() & map(str.lower, words) for c in idx.anchors[w]]
-    if nccl is not None:
-        found.extend(idx.bare)
-    return found
+def _candidates(words: list[str], idx: Index) -> list[Candidate]:
+    text = idx.anchors["text"]
+    return [c for w in text.keys() & words for c in text[w]]
+
+
+@lru_cache(maxsize=8192)
+def _formats(level: str, message: str) -> tuple[Candidate, ...]:
+    """The NCCL formats of this level that a message matches; NCCL repeats its messages
+    (each rank, each channel), so a message is matched once."""
+    idx = index()
+    formats = idx.anchors.get(level, {})
+    low = message.lower()
+    words = WORD.findall(low)
+    found = [c for w in formats.keys() & words for c in formats[w]]
+    found.extend(idx.bare.get(level, ()))
+    return tuple(c for c in found if c.matches(low, message))
 
 
 def _nccl_origin(nccl: NcclLine, idx: Index, low: str) -> list[Hit]:
@@ -168,27 +180,30 @@ def lookup(line: str) -> list[Hit]:
     """Everything the tables say about one log line, most specific first (see HOW); [] when
     they say nothing."""
     idx = index()
-    nccl = parse_nccl(line)
-    words = WORD.findall(line)
-    named = idx.names.keys() & words
-    candidates = _candidates(words, nccl, idx)
     low = line.lower()
+    words = WORD.findall(low)
+    nccl = parse_nccl(line)
+    named = idx.names.keys() & words
+    candidates = _candidates(words, idx)
+    if not (named or candidates or nccl or NUMBER_GATE.search(line)):
+        return []
     hits: list[tuple[int, int, Hit]] = []
-    for name in named:
-        for table_name, entry in idx.names[name]:
-            hits.append((HOW.index("name"), -len(name), _hit(table_name, name, entry, "name",
-                                                            low, nccl)))
+    for word in named:
+        for name, table_name, entry in idx.names[word]:
+            if name in line:
+                hits.append((HOW.index("name"), -len(name),
+                             _hit(table_name, name, entry, "name", low, nccl)))
     for hit in _numbers(line, low, nccl, idx):
         hits.append((HOW.index("number"), 0, hit))
-    for c in candidates:
-        if c.level is not None and (nccl is None or c.level != nccl.level):
-            continue
-        if c.matches(low, nccl.message if nccl else None):
-            how = "format" if c.level is not None else "text"
-            same_file = nccl is not None and c.entry.get("file") == nccl.file
-            rank = c.literal + (2000 if same_file else 0) + (1000 if c.entry.get("macro") else 0)
-            hits.append((HOW.index(how), -rank, _hit(c.table, c.key, c.entry, how, low, nccl,
-                                                     _macro_category(c.entry, nccl, idx))))
+    matched = [c for c in candidates if c.matches(low)]
+    if nccl is not None:
+        matched.extend(_formats(nccl.level, nccl.message))
+    for c in matched:
+        how = "format" if c.level is not None else "text"
+        same_file = nccl is not None and c.entry.get("file") == nccl.file
+        rank = c.literal + (2000 if same_file else 0) + (1000 if c.entry.get("macro") else 0)
+        hits.append((HOW.index(how), -rank, _hit(c.table, c.key, c.entry, how, low, nccl,
+                                                 _macro_category(c.entry, nccl, idx))))
     if nccl is not None:
         hits.extend((HOW.index(h.how), 0, h) for h in _nccl_origin(nccl, idx, low))
     hits.sort(key=lambda t: (t[0], t[1]))

@@ -37,6 +37,7 @@ CONTEXT: dict[str, tuple[str, ...]] = {
 }
 MIN_LITERAL = 8  # a text with fewer literal characters is matched by its name only
 MIN_FORMAT = 3  # an NCCL format with fewer ("%s: %s") says nothing of its own
+LOC_PREFIX = "%s:%d (%s) "  # what INFO_LOC puts before its format: says nothing either
 WILDCARD = {"d": r"-?\d+", "i": r"-?\d+", "u": r"\d+", "o": r"[0-7]+", "x": r"[0-9a-fA-F]+",
             "X": r"[0-9a-fA-F]+", "c": r".", "s": r".*?", "p": r"(?:0x[0-9a-fA-F]+|\(nil\))",
             "n": "", "%": "%"}
@@ -97,29 +98,31 @@ class Candidate:
     level: str | None = None  # an NCCL format's level
     compiled: re.Pattern[str] | None = field(default=None, repr=False)
 
-    def matches(self, low: str, message: str | None) -> bool:
+    def matches(self, low: str, message: str | None = None) -> bool:
+        """Whether the line (lower case) holds the pieces in order; an NCCL format must also
+        match the line's message (original case) from its start."""
         if self.context and not any(word in low for word in self.context):
             return False
-        if self.level is not None:
-            if message is None:
-                return False
-            if self.compiled is None:
-                self.compiled = re.compile(format_regex(self.key))
-            return self.compiled.match(message) is not None
         pos = 0
         for piece in self.pieces:
             pos = low.find(piece, pos)
             if pos < 0:
                 return False
             pos += len(piece)
-        return True
+        if self.level is None:
+            return True
+        if message is None:
+            return False
+        if self.compiled is None:
+            self.compiled = re.compile(format_regex(self.key))
+        return self.compiled.match(message) is not None
 
 
 @dataclass(frozen=True)
 class Index:
-    names: Mapping[str, tuple[tuple[str, Mapping[str, Any]], ...]]
-    anchors: Mapping[str, tuple[Candidate, ...]]
-    bare: tuple[Candidate, ...]  # NCCL formats with no word to anchor on
+    names: Mapping[str, tuple[tuple[str, str, Mapping[str, Any]], ...]]  # lower -> (name, ...)
+    anchors: Mapping[str, Mapping[str, tuple[Candidate, ...]]]  # "text"/NCCL level -> word ->
+    bare: Mapping[str, tuple[Candidate, ...]]  # NCCL level -> formats with no word to anchor on
     by_number: Mapping[tuple[str, int], Mapping[str, Any]]  # (table[:kind], number) -> entry
     files: Mapping[str, str]  # NCCL source file -> category
     file_rules: tuple[tuple[str, str], ...]  # (path pattern, category) for a file not listed
@@ -159,7 +162,8 @@ def _text_candidates() -> list[Candidate]:
         pieces = chunks(line)
         found.append(Candidate("nccl_formats", entry, entry["format"], line, pieces,
                                sum(map(len, pieces)), level=entry["level"]))
-    return [c for c in found if c.literal >= (MIN_FORMAT if c.level else MIN_LITERAL)]
+    return [c for c in found if c.literal >= (MIN_FORMAT if c.level else MIN_LITERAL)
+            and (c.level is None or len(chunks(c.line.removeprefix(LOC_PREFIX))) > 0)]
 
 
 def _anchor_words(candidate: Candidate) -> list[str]:
@@ -169,31 +173,33 @@ def _anchor_words(candidate: Candidate) -> list[str]:
 
 @lru_cache(maxsize=None)
 def index() -> Index:
-    names: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
+    names: dict[str, list[tuple[str, str, Mapping[str, Any]]]] = {}
     by_number: dict[tuple[str, int], Mapping[str, Any]] = {}
     for name in NAMED:
         for entry in table(name)["entries"]:
             kind = f"{name}:{entry.get('kind') or entry.get('api') or ''}".rstrip(":")
             by_number.setdefault((kind, entry["number"]), entry)
             if not entry.get("ok"):
-                names.setdefault(entry["name"], []).append((name, entry))
+                names.setdefault(entry["name"].lower(), []).append((entry["name"], name, entry))
     candidates = _text_candidates()
     words = {id(c): set(_anchor_words(c)) for c in candidates}
     frequency = Counter(w for ws in words.values() for w in ws)
-    anchors: dict[str, list[Candidate]] = {}
-    bare = []
+    anchors: dict[str, dict[str, list[Candidate]]] = {}
+    bare: dict[str, list[Candidate]] = {}
     for c in candidates:
         if words[id(c)]:
             anchor = min(words[id(c)], key=lambda w: (frequency[w], -len(w), w))
-            anchors.setdefault(anchor, []).append(c)
+            anchors.setdefault(c.level or "text", {}).setdefault(anchor, []).append(c)
         elif c.level is not None:
-            bare.append(c)
+            bare.setdefault(c.level, []).append(c)
     formats = table("nccl_formats")
     folders: dict[str, set[str]] = {}
     for path, category in formats["files"].items():
         folders.setdefault(path.rpartition("/")[0], set()).add(category)
     return Index(MappingProxyType({k: tuple(v) for k, v in names.items()}),
-                 MappingProxyType({k: tuple(v) for k, v in anchors.items()}), tuple(bare),
+                 MappingProxyType({level: MappingProxyType({k: tuple(v) for k, v in found.items()})
+                                   for level, found in anchors.items()}),
+                 MappingProxyType({k: tuple(v) for k, v in bare.items()}),
                  MappingProxyType(by_number), formats["files"],
                  tuple((p, c) for p, c in formats["file_rules"]),
                  MappingProxyType({k: next(iter(v)) for k, v in folders.items()
