@@ -115,8 +115,8 @@ def explain_sources(items: list[Source], model: TextModel | None | str = SHIPPED
     notes = job.notes + hang_notes
     reader = load_model() if isinstance(model, str) else model
     reading = reader.read(text) if isinstance(reader, TextModel) else None
-    if not add_model_reading(hits, reading):
-        add_fallback(hits, cues, text.failed)
+    add_model_reading(hits, reading)
+    add_fallback(hits, cues, text.failed)
     findings = hits.ranked(summary.settings)
     if not findings and (items or dumps):
         unexplained = unexplained_failure(reading)

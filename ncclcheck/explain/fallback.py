@@ -137,19 +137,15 @@ def fallback_signature(category: Category) -> Signature:
 
 
 def add_fallback(hits: Findings, cues: ErrorCues, failed: bool) -> None:
-    """Add the keyword verdict when nothing explains the failure: no finding, or only
-    consequences and warnings. A primary failure, even the catch-all or a generic NCCL error,
-    is kept: letting a cue replace those was measured on a held-out half of the world corpus's
-    dev split and lost more cases than it won."""
-    ranked = hits.ranked()
-    if ranked and ranked[0].tier == 0:
-        return
+    """Add the keyword verdict, a guess the arbiter puts below every recognised failure (even
+    the catch-all or a generic NCCL error: letting a cue replace those was measured on a
+    held-out half of the world corpus's dev split and lost more cases than it won)."""
     verdict = cues.verdict(failed)
     if verdict is None:
         return
     category, where = verdict
-    if ranked and ranked[0].signature.category == category:
-        return
+    if any(f.signature.category == category and f.tier < 2 for f in hits.by_id.values()):
+        return  # a recognised failure or consequence already says so
     facts = {"line": where.line, "cue": where.cue}
     hits.add(Hit(fallback_signature(category), facts, where.file, where.line, where.text,
                  None, None, None, hits.hits,

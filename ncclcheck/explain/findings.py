@@ -1,10 +1,8 @@
-"""From matched lines to findings: group by signature, count, and choose the root cause.
+"""The evidence of a run, folded: one finding per signature, its hits counted.
 
-Root cause: primary failures beat consequences (a peer's closed socket, a timeout, the
-launcher's SIGTERM to survivors), which beat warnings the library carried on from. Among the
-primary failures, the earliest wins when every one of them carries a timestamp; otherwise the
-catalogue priority decides (a crash, an OOM or a misconfiguration before a generic error
-code), then order of appearance.
+Readers add hits (a matched line, an inferred cause, a signal, a dump's verdict), each with the
+role and weight its reader gives it (evidence.py); the arbiter (arbiter.py) chooses the root
+cause among the findings. The pool never decides anything itself.
 """
 
 from __future__ import annotations
@@ -14,6 +12,8 @@ from datetime import datetime
 from typing import Any
 
 from ncclcheck.catalogue import Signature
+from ncclcheck.explain.arbiter import ordered
+from ncclcheck.explain.evidence import Role, Weight, role_of, weight_of
 
 MAX_KEPT = 4096  # ranks, hosts, files and worker pids remembered per finding / per run
 
@@ -32,6 +32,8 @@ class Hit:
     time: datetime | None
     order: int  # position among all hits, in reading order
     inferred_from: dict[str, Any] | None = None  # the context line an inferred cause came from
+    role: Role | None = None      # what its reader says it is (None: the signature's flags)
+    weight: Weight | None = None  # ... and how much it says about why (None: the signature's)
 
 
 @dataclass
@@ -50,10 +52,17 @@ class Finding:
         return self.first.signature
 
     @property
+    def role(self) -> Role:
+        return self.first.role or role_of(self.signature)
+
+    @property
+    def weight(self) -> Weight:
+        return self.first.weight if self.first.weight is not None else weight_of(self.signature)
+
+    @property
     def tier(self) -> int:
-        """0 primary failure, 1 consequence, 2 warning."""
-        sig = self.signature
-        return 2 if sig.warning else 1 if sig.consequence else 0
+        """0 a cause, 1 a consequence, 2 a warning."""
+        return {Role.CAUSE: 0, Role.CONSEQUENCE: 1, Role.WARNING: 2}[self.role]
 
     def add(self, hit: Hit) -> None:
         self.count += 1
@@ -90,8 +99,8 @@ class Finding:
             "ranks": sorted(self.ranks),
             "hosts": sorted(self.hosts),
             "files": sorted(self.files),
-            "consequence": self.signature.consequence,
-            "warning": self.signature.warning,
+            "consequence": self.role is Role.CONSEQUENCE,
+            "warning": self.role is Role.WARNING,
             "inferred_from": hit.inferred_from,
         }
 
@@ -115,9 +124,6 @@ class Findings:
         self.by_id: dict[str, Finding] = {}
         self.pid_owner: dict[tuple[str, Any], tuple[int, str | None]] = {}
         self.hits = 0
-        # A finding that is the root cause whatever its tier: a specific failure or warning
-        # that says what a generic error code did not (infer.py decides).
-        self.promoted: str | None = None
 
     def add(self, hit: Hit) -> None:
         self.hits += 1
@@ -132,18 +138,15 @@ class Findings:
             found.add(hit)
 
     def ranked(self, settings: dict[str, str] | None = None) -> list[Finding]:
-        """Root cause first, then by tier, priority and appearance."""
+        """The findings as the arbiter orders them: the root cause first."""
         findings = list(self.by_id.values())
         for finding in findings:
             finding.root_cause = False
             self._complete(finding.first, settings or {})
-        if not findings:
-            return []
-        root = self.by_id.get(self.promoted or "") or choose_root(findings)
-        root.root_cause = True
-        rest = sorted((f for f in findings if f is not root),
-                      key=lambda f: (f.tier, -f.signature.priority, f.first.order))
-        return [root] + rest
+        found = ordered(findings)
+        if found:
+            found[0].root_cause = True
+        return found
 
     def _complete(self, hit: Hit, settings: dict[str, str]) -> None:
         """What other lines of the logs say about this hit: the NCCL settings the log printed
@@ -164,12 +167,3 @@ def group(hits: list[Hit]) -> list[Finding]:
     for hit in hits:
         folded.add(hit)
     return folded.ranked()
-
-
-def choose_root(findings: list[Finding]) -> Finding:
-    best_tier = min(f.tier for f in findings)
-    candidates = [f for f in findings if f.tier == best_tier]
-    if all(f.first.time is not None for f in candidates):
-        return min(candidates, key=lambda f: (f.first.time, -f.signature.priority,
-                                              f.first.order))
-    return min(candidates, key=lambda f: (-f.signature.priority, f.first.order))

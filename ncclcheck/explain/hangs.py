@@ -147,8 +147,6 @@ def add_hang(hits: Findings, job: JobDumps,
     text = _summary(verdict)
     hits.add(Hit(sig, facts, where, 0, text, verdict.culprits[0] if verdict.culprits else None,
                  None, None, hits.hits))
-    if verdict.kind != STUCK or not ranked or ranked[0].signature.category in _CONSEQUENCES:
-        hits.promoted = sig.id
     return analysis, notes
 
 

@@ -5,10 +5,11 @@ was a network error; the catalogue marks them ``generic``) says that something f
 what. The lines around it often do: an NCCL_SOCKET_IFNAME naming a container or loopback
 interface, ranks loading different NCCL versions, a graph file forced by the environment, a
 launch whose node rank is outside its node count. The first such fact (by the inferred
-signature's priority) becomes the root cause; the finding keeps the generic error's line as
-where the run failed and ``inferred_from`` as the line the cause was read from. Without such a
-fact, a specific failure or warning elsewhere in the log (a missing verbs provider, a refused
-port) outranks the generic code. Some setups are a fault whatever else the log holds (a global
+signature's priority) becomes a cause of the failure that stands first (the arbiter
+weighs it as decisive, arbiter.py); the finding keeps the generic error's line as where the run
+failed and ``inferred_from`` as the line the cause was read from. Without such a fact, a
+specific failure elsewhere in the log (a missing verbs provider, a refused port) outranks the
+generic code by its weight alone. Some setups are a fault whatever else the log holds (a global
 rank announced twice, nodes that chose different networks, nccl-tests processes that each ran
 alone, IB present but libibverbs missing): they are findings of their own.
 
@@ -26,16 +27,11 @@ from typing import Any, Callable
 
 from ncclcheck.catalogue import Catalogue, Signature, load
 from ncclcheck.explain.context import ContextLine, LogContext
-from ncclcheck.explain.findings import Finding, Findings, Hit
+from ncclcheck.explain.evidence import is_generic
+from ncclcheck.explain.findings import Findings, Hit
 from ncclcheck.model import Category
 from ncclcheck.ncclib.version import LOG_LINE as NCCL_VERSION_LINE
 
-# Categories that say what happened rather than why: no better than a generic error code.
-_UNSPECIFIC = frozenset({Category.OTHER, Category.RANK_CRASHED, Category.TIMEOUT})
-# A last-resort finding (an exception no signature knows) that quotes one of NCCL's generic
-# results is only as telling as that result.
-_GENERIC_TEXT = re.compile(r"nccl(?:System|Internal|Remote)Error|unhandled system error|"
-                           r"internal error|remote process exited")
 # In a signature's ``explains``: NCCL's generic errors (as for a signature without ``explains``).
 GENERIC_ALIAS = "generic"
 # Root causes a launch with more tasks than GPUs explains: what its extra ranks run into.
@@ -164,33 +160,13 @@ def add_inferred(hits: Findings, context: LogContext, settings: dict[str, str] |
     ranked = hits.ranked(settings)
     if not ranked:
         return
-    failed = ranked[0].first
+    failed = ranked[0].first  # the failure that stands first so far: the one to explain
     inferred = infer_cause(context, failed, catalogue)
-    specific = _specific_failure(ranked) if is_generic(failed.signature, failed.text) else None
-    if inferred is not None and (specific is None
-                                 or inferred[0].priority > specific.signature.priority):
+    if inferred is not None:
         sig, facts, source = inferred
         if sig.explains:  # a cause read from the failure's own facts and a context line
             facts = {**failed.facts, **facts}
         hits.add(_hit(sig, facts, source, failed, failed.order))
-    elif specific is not None:
-        hits.promoted = specific.signature.id
-
-
-def _specific_failure(ranked: list[Finding]) -> Finding | None:
-    """Below a generic NCCL error, the first finding that says what failed (a missing verbs
-    provider, a closed port), warnings included: NCCL's generic code says only that something
-    did."""
-    for finding in ranked[1:]:
-        sig = finding.signature
-        if sig.category not in _UNSPECIFIC and not is_generic(sig, finding.first.text):
-            return finding
-    return None
-
-
-def is_generic(sig: Signature, text: str) -> bool:
-    """Whether a root cause is only NCCL's generic result (or a last resort quoting one)."""
-    return sig.generic or (sig.last_resort and bool(_GENERIC_TEXT.search(text)))
 
 
 def infer_cause(context: LogContext, failed: Hit | None = None,

@@ -18,6 +18,7 @@ from typing import Any
 
 from ncclcheck.catalogue import SPECIFIC, Signature
 from ncclcheck.explain.cues import category_signature
+from ncclcheck.explain.evidence import Role
 from ncclcheck.explain.fallback import PREFIX as FALLBACK_PREFIX
 from ncclcheck.explain.findings import Finding, Findings, Hit
 from ncclcheck.explain.hangs import Note
@@ -73,18 +74,15 @@ def model_signature(category: Category) -> Signature:
 
 
 def add_model_reading(hits: Findings, reading: Reading | None) -> bool:
-    """Add the model's finding when the signatures leave the log open and the reading is
-    confident; True when it was added (the keyword fallback then stays out)."""
+    """Add the model's finding when its reading is confident (a guess: the arbiter puts it
+    below every recognised failure and consequence); True when it was added."""
     if reading is None:
-        return False
-    ranked = hits.ranked()
-    root = ranked[0] if ranked else None
-    if not leaves_open(root):
         return False
     category = reading.confident()
     if category is None:
         return False
-    if root is not None and root.signature.category.value == category:
+    if any(f.signature.category.value == category for f in hits.by_id.values()
+           if f.role is not Role.WARNING and not f.signature.id.startswith(PREFIX)):
         return False  # a signature already says so, with its own text and fix
     lines = reading.evidence.get(category, ())
     if not lines:
@@ -96,7 +94,6 @@ def add_model_reading(hits: Findings, reading: Reading | None) -> bool:
     sig = model_signature(Category(category))
     hits.add(Hit(sig, facts, first.file, first.line, first.text, None, None, None, hits.hits,
                  inferred_from={"file": first.file, "line": first.line, "text": first.text}))
-    hits.promoted = sig.id
     return True
 
 

@@ -22,10 +22,10 @@ from typing import Callable
 
 from ncclcheck.catalogue import Catalogue, Signature, load
 from ncclcheck.catalogue.facts import signal_name
-from ncclcheck.explain.findings import Finding, Findings, Hit
+from ncclcheck.explain.evidence import Role, Weight
+from ncclcheck.explain.findings import Findings, Hit
 from ncclcheck.explain.normalize import strip_prefix
 from ncclcheck.explain.textmodel import LogText
-from ncclcheck.model import Category
 
 SIGKILL, SIGBUS = 9, 7
 # A signal by name, by number after a word that introduces one, or as a negative exit code
@@ -47,9 +47,6 @@ _GPU_OOM = re.compile(r"CUDA out of memory|cudaErrorMemoryAllocation|out of memo
 _SHM = re.compile(r"/dev/shm|shared memory|\bshm\b", re.I)
 _MEMORY = re.compile(r"\bmemory\b|\bRSS\b|\bOOM\b|MemoryError|\bswap\b|\bmem(?:ory)?[ _]usage|"
                      r"\b\d+(?:\.\d+)?\s?[GM]i?B\b", re.I)
-# Root causes that say what happened, not why: a signal may say why.
-# (A timeout is left alone: a launcher may SIGKILL the ranks of a hung job.)
-_UNSPECIFIC = frozenset({Category.RANK_CRASHED, Category.OTHER})
 
 
 @dataclass(frozen=True)
@@ -126,28 +123,19 @@ SIGNAL_RULES: dict[str, Callable[[list[Death]], Death | None]] = {
 }
 
 
-def leaves_unexplained(root: Finding | None) -> bool:
-    """Whether the root cause says what happened but not why (or there is none)."""
-    if root is None or root.tier != 0:
-        return True
-    return root.signature.category in _UNSPECIFIC
-
-
 def add_signal_cause(hits: Findings, text: LogText, catalogue: Catalogue | None = None) -> None:
-    """Add the cause a signal death implies when the signatures leave the failure unexplained
-    (the rules' signatures are ``catalogue``'s, the shipped one when None)."""
-    ranked = hits.ranked()
-    root = ranked[0] if ranked else None
-    if not leaves_unexplained(root):
-        return
+    """Add the cause a signal death implies, weighed as reasoned: it stands over a crash that
+    names no reason, a generic error and the consequences, never over a message that names the
+    cause (arbiter.py). The rules' signatures are ``catalogue``'s (the shipped one when None)."""
     found = deaths(text)
     for rule, reads in SIGNAL_RULES.items():
         death = reads(found)
         if death is None:
             continue
         sig: Signature = (load() if catalogue is None else catalogue).by_rule(rule)
-        if root is not None and root.signature.category == sig.category:
-            return
+        if any(f.role is Role.CAUSE and f.signature.category == sig.category
+               for f in hits.by_id.values()):
+            return  # a finding already says so, with its own line
         facts = {"signal": death.signal, "signal_name": signal_name(death.signal),
                  "line": death.line,
                  "context": ("the log shows the OOM killer" if death.oom_killer else
@@ -155,6 +143,6 @@ def add_signal_cause(hits: Findings, text: LogText, catalogue: Catalogue | None 
                              "the log speaks of host memory" if death.memory else "")}
         hits.add(Hit(sig, facts, death.file, death.line, death.text[:300], None, None, None,
                      hits.hits, inferred_from={"file": death.file, "line": death.line,
-                                               "text": death.text[:300]}))
-        hits.promoted = sig.id
+                                               "text": death.text[:300]},
+                     weight=Weight.REASONED))
         return
