@@ -51,7 +51,8 @@ def report(name: str, tally: Tally, splits: tuple[str, ...]) -> None:
     total = len(tally.moves)
     went = Counter(after.category or "(nothing)" for _, _, after in tally.moves)
     where = ", ".join(f"{category} {count}" for category, count in went.most_common())
-    print(f"{name:<22} {'  '.join(cells)}  | from right {moves_from_right(tally):>3}  "
+    right = sum(tally.right.values())
+    print(f"{name:<22} {'  '.join(cells)}  | from right {moves_from_right(tally):>3}/{right:<3} "
           f"from none {moves_from_nothing(tally):>3}  ids {len(tally.id_moves):>3}  "
           f"changed {sum(tally.changed.values()):>3}" + (f"  -> {where}" if total else ""))
 

@@ -136,6 +136,7 @@ class Tally:
 
     logs: Counter = field(default_factory=Counter)  # per split
     changed: Counter = field(default_factory=Counter)  # logs the transformation changed
+    right: Counter = field(default_factory=Counter)  # logs whose original root cause was right
     moves: list[tuple[Case, Reading, Reading]] = field(default_factory=list)  # category moved
     id_moves: list[tuple[Case, Reading, Reading]] = field(default_factory=list)  # same category
 
@@ -151,6 +152,7 @@ def compare(chosen: Iterable[Case], shapes: list[Transform],
             for transform in shapes:
                 tally = tallies[transform.name]
                 tally.logs[case.split] += 1
+                tally.right[case.split] += before.category == case.category
                 folder = Path(tmp) / "log"
                 path = reshaped(case, transform, before, folder)
                 if path is not None:

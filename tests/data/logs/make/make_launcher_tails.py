@@ -157,15 +157,18 @@ _JOBS = ((re.compile(r"(StepId=|STEP )\d+\."), r"\g<1>4242."),
 
 def neutral(text: str) -> str:
     """Paths as make_real_logs.py neutralises them; the host as node1; pids by first
-    appearance as 2200, 2231, 2232, ...; times as 2026-01-01 00:00:00; job ids as 4242."""
+    appearance as 2000, 2031, 2032, ... (as many digits as the real ones); times as
+    2026-01-01 00:00:00; job ids as 4242."""
     text = neutral_paths(text)
     for pattern in _HOSTS:
         text = pattern.sub(r"\g<1>node1", text)
     pids: dict[str, str] = {}
     for found in _PIDS.finditer(text):
-        if found.group(1) == "0":  # mpirun's "with PID 0" is what it prints
+        pid = found.group(1)
+        if pid == "0":  # mpirun's "with PID 0" is what it prints
             continue
-        pids.setdefault(found.group(1), str(2200 if not pids else 2230 + len(pids)))
+        # as many digits as the real one: torchrun sizes its report's rules to its lines
+        pids.setdefault(pid, str(2 * 10 ** (len(pid) - 1) + (30 + len(pids) if pids else 0)))
     text = _PIDS.sub(lambda m: m.group(0)[:m.start(1) - m.start(0)]
                      + pids.get(m.group(1), m.group(1)), text)
     for pattern, replacement in (*_TIMES, *_JOBS):
@@ -207,10 +210,11 @@ def prefixes(raw: str) -> dict[int, str]:
 
 
 def shape(text: str) -> list[str]:
-    """The tail's lines with every number as N, sorted (a launcher's stderr and its tasks'
-    lines can arrive in either order)."""
-    return sorted(re.sub(r"\d+", "N", line).rstrip() for line in text.splitlines()
-                  if line.strip())
+    """The tail's lines with every number as N and every rule of - or = as three, sorted
+    (torchrun sizes its rules to its longest line, pids included; a launcher's stderr and
+    its tasks' lines can arrive in either order)."""
+    return sorted(re.sub(r"([-=])\1{9,}", r"\1\1\1", re.sub(r"\d+", "N", line)).rstrip()
+                  for line in text.splitlines() if line.strip())
 
 
 def write_index(made: dict[str, Made]) -> None:
