@@ -25,6 +25,7 @@ else:  # pragma: no cover
 import logshapes
 import logtails
 from ncclcheck.explain.engine import explain
+from ncclcheck.explain.findings import Finding
 from ncclcheck.explain.textmodel import TextModel, load_model
 
 LOGS = Path(__file__).resolve().parent / "data" / "logs"
@@ -83,8 +84,8 @@ def transforms() -> list[Transform]:
 
 @dataclass(frozen=True)
 class Reading:
-    """explain's root cause: its category and signature id ("" when none), and the lines it
-    was read from, per file name."""
+    """explain's root cause: its category and signature id ("" when none), and the lines the
+    reading rests on, per file name (a cut must leave them)."""
 
     category: str
     id: str
@@ -96,13 +97,24 @@ def read(path: Path, model: TextModel | None) -> Reading:
     if not findings:
         return Reading("", "")
     root = findings[0]
+    return Reading(root.signature.category.value, root.signature.id, evidence(path, findings))
+
+
+def evidence(path: Path, findings: list[Finding]) -> dict[str, frozenset[int]]:
+    """The 1-based lines of each file that any finding's signature matches (a duplicate rank
+    is two lines, a signature can require another), and the lines the root cause was read
+    and inferred from."""
     lines: dict[str, set[int]] = {}
-    for where in ({"file": root.first.file, "line": root.first.line},
-                  root.first.inferred_from or {}):
+    root = findings[0].first
+    for where in ({"file": root.file, "line": root.line}, root.inferred_from or {}):
         if where.get("line"):
             lines.setdefault(Path(where["file"]).name, set()).add(int(where["line"]))
-    return Reading(root.signature.category.value, root.signature.id,
-                   {name: frozenset(found) for name, found in lines.items()})
+    for source in _files(path):
+        text = source.read_bytes().decode("utf-8", "replace")
+        for number, line in enumerate(logshapes.split(text), 1):
+            if any(f.signature.match(line) is not None for f in findings):
+                lines.setdefault(source.name, set()).add(number)
+    return {name: frozenset(found) for name, found in lines.items()}
 
 
 def _files(path: Path) -> list[Path]:

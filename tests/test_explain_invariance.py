@@ -44,8 +44,8 @@ CEILINGS: dict[str, tuple[int, int, int]] = {
     "interleave": (94, 52, 2),
     "fold": (3, 1, 0),
     "wrap80": (29, 17, 2),
-    "cut": (9, 3, 0),
-    "cut-count": (9, 3, 0),
+    "cut": (6, 3, 0),
+    "cut-count": (6, 3, 0),
 }
 
 
