@@ -49,7 +49,8 @@ def predicted(path: Path, model: TextModel | None | str = SHIPPED) -> tuple[str,
     """The root cause's category ("" when nothing was found) and every finding's category."""
     findings = explain([str(path)], model).to_dict()["findings"]
     categories = [f["category"] for f in findings if f["category"]]
-    return (findings[0]["category"] or "") if findings else "", categories
+    root = findings[0] if findings and findings[0]["root_cause"] else None
+    return (root["category"] or "") if root else "", categories
 
 
 def readers(path: Path, model: TextModel | None | str = SHIPPED) -> dict[str, list[str]]:
@@ -58,9 +59,9 @@ def readers(path: Path, model: TextModel | None | str = SHIPPED) -> dict[str, li
     reader = load_model() if isinstance(model, str) else model
     alone = explain([str(path)], None)
     both = explain([str(path)], reader)
-    out = {"signatures": [alone.findings[0].signature.category.value] if alone.findings else [],
+    out = {"signatures": [alone.root.signature.category.value] if alone.root else [],
            "both": [h.category for h in both.hypotheses]
-           or ([both.findings[0].signature.category.value] if both.findings else []),
+           or ([both.root.signature.category.value] if both.root else []),
            "model": []}
     if reader is not None and alone.text is not None:
         out["model"] = [c for c, _ in reader.read(alone.text).failing()]

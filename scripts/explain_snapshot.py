@@ -40,7 +40,7 @@ def corpus(name: str) -> list[dict]:
 def root_cause(path: Path) -> tuple[str, str]:
     """(root-cause id, its category) for one log; ("", "") when explain finds nothing."""
     findings = explain([str(path)]).to_dict()["findings"]
-    if not findings:
+    if not findings or not findings[0]["root_cause"]:
         return "", ""
     return findings[0]["id"], findings[0]["category"] or ""
 

@@ -75,7 +75,7 @@ def read_logs(entries: list[dict]) -> list[dict]:
     rows = []
     for entry in entries:
         result = explain([str(dev_path(entry))], model=None)
-        root = result.findings[0] if result.findings else None
+        root = result.root
         deciding = normalized(entry["deciding_line"]) if entry["deciding_line"] else ""
         lines = [(normalized(text), list(feats)) for _, _, text, feats in result.text.lines]
         rows.append({"bag": sorted(result.text.bag()), "label": entry["category"] or CLEAN,

@@ -93,10 +93,10 @@ class Reading:
 
 
 def read(path: Path, model: TextModel | None) -> Reading:
-    findings = explain([str(path)], model).findings
-    if not findings:
+    found = explain([str(path)], model)
+    findings, root = found.findings, found.root
+    if root is None:
         return Reading("", "")
-    root = findings[0]
     return Reading(root.signature.category.value, root.signature.id, evidence(path, findings))
 
 
@@ -105,7 +105,7 @@ def evidence(path: Path, findings: list[Finding]) -> dict[str, frozenset[int]]:
     is two lines, a signature can require another), and the lines the root cause was read
     and inferred from."""
     lines: dict[str, set[int]] = {}
-    root = findings[0].first
+    root = next(f for f in findings if f.root_cause).first
     for where in ({"file": root.file, "line": root.line}, root.inferred_from or {}):
         if where.get("line"):
             lines.setdefault(Path(where["file"]).name, set()).add(int(where["line"]))

@@ -21,7 +21,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 _FIELDS = frozenset({"id", "category", "title", "meaning", "fix", "patterns", "example",
-                     "consequence", "warning", "broad", "last_resort", "generic", "refines",
+                     "consequence", "warning", "report", "aftermath", "broad", "last_resort", "generic", "refines",
                      "priority", "requires", "settings", "inferred", "explains", "rule"})
 
 
@@ -63,6 +63,8 @@ def build(entry: dict[str, Any], source: str) -> Signature:
         example=entry["example"],
         consequence=bool(entry.get("consequence", False)),
         warning=bool(entry.get("warning", False)),
+        report=bool(entry.get("report", False)),
+        aftermath=bool(entry.get("aftermath", False)),
         broad=bool(entry.get("broad", False)),
         last_resort=bool(entry.get("last_resort", False)),
         generic=bool(entry.get("generic", False)),

@@ -38,6 +38,12 @@ class Signature:
     time, then ``priority`` (0-100). ``generic`` marks NCCL's generic results (system error,
     internal error, remote error), which say that something failed, not what: a cause read
     from the context or a specific failure elsewhere in the log explains them.
+    ``report`` marks a launcher's or framework's report that a process ended (torchrun's
+    exitcode, srun's "task 1: Aborted", mpirun's non-zero exit): it says how the process ended
+    (its signal or exit code facts), not why, and explain reads its role from how (a crash or
+    an outside kill is a failure of its own; an exit after an error or an abort the process
+    chose follows a failure it printed). ``aftermath`` marks what a launcher does after a
+    failure (terminate the survivors, cancel the step, abort the job): the last consequence.
     ``settings`` names facts taken from ``NCCL_X set by environment to V`` lines of the same
     log when the matched line does not carry them. ``inferred`` signatures are never matched
     line by line: their patterns read a context line (a setting, a launch command, an INFO
@@ -56,6 +62,8 @@ class Signature:
     example: str
     consequence: bool = False
     warning: bool = False
+    report: bool = False
+    aftermath: bool = False
     broad: bool = False
     last_resort: bool = False
     generic: bool = False

@@ -3,21 +3,24 @@
 Readers only say what they see (evidence.py); the arbiter orders it, so that the first failure
 wins and never one of its consequences:
 
-1. **Standing**: causes before consequences before warnings; among causes, the ones that say
-   more about why (a message that names the cause, a context fact behind a generic error, the
-   flight recorder's verdict) before reasoned ones (a signal read with its context, a timeout)
-   before weak ones (a generic NCCL result, an exception nobody recognised, a crash with no
-   reason). A launcher's report that a worker died, the signal it sent the survivors, a peer's
-   broken connection and a watchdog that timed out waiting are consequences: they never hide
-   the failure they report. The text model's reading and the keyword cues are guesses: they
-   never replace a failure or a consequence a signature recognised (measured on dev's halves,
-   each read by a model trained on the other: replacing them lost more than it won).
+1. **Standing** (``STANDING``, best first): causes that name why (a message that names the
+   cause, a context fact behind a generic error, the flight recorder's verdict); reasoned
+   causes (a signal read with its context, a timeout with nothing deeper); weak causes (a
+   generic NCCL result, an exception nobody recognised, a crash with no reason); the guesses,
+   the text model's reading then the keyword cues (they read the whole run for why, but
+   neither a launcher's report nor a line a signature knows as a consequence: engine.py);
+   the consequences (a peer's absence, a watchdog that waited in vain), which only say that
+   something failed elsewhere; a launcher's report that a worker exited with an error code or
+   aborted (its own output says why); warnings; and what a launcher did afterwards (stop the
+   survivors), which is never the root cause. A crash or an outside kill a launcher reports is
+   a failure of its own, a weak cause.
 2. **Time**: within a standing, the earliest failure across ranks and files, when every
    candidate carries a timestamp (torchrun's own report names its "Root Cause (first observed
    failure)" the same way).
 3. **Declared priority**, then **reading order**: a Python exception chain prints its cause
    first ("The above exception was the direct cause of the following exception"), so among
-   equals the earlier line wins.
+   equals the earlier line wins; among consequences a generic one (NCCL's "remote process
+   exited") comes after those that say more.
 
 A generic result (NCCL's "unhandled system error", an exception quoting one) says that
 something failed, not what: when it stands first with nothing that names a cause beside it, a
@@ -32,17 +35,19 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ncclcheck.explain.evidence import Role, Weight, is_generic, is_specific
+from ncclcheck.explain.evidence import NEVER_ROOT, Role, Weight, is_generic, is_specific
 
 # Best first; a (role, weight) pair not listed for causes falls to the weakest cause standing.
 STANDING: tuple[tuple[Role, Weight | None], ...] = (
     (Role.CAUSE, Weight.DECISIVE),
     (Role.CAUSE, Weight.REASONED),
     (Role.CAUSE, Weight.WEAK),
-    (Role.CONSEQUENCE, None),
     (Role.CAUSE, Weight.MODEL),
     (Role.CAUSE, Weight.KEYWORD),
+    (Role.CONSEQUENCE, None),
+    (Role.REPORT, None),
     (Role.WARNING, None),
+    (Role.AFTERMATH, None),   # shown, never the root cause (evidence.NEVER_ROOT)
 )
 _RANK = {entry: n for n, entry in enumerate(STANDING)}
 
@@ -55,8 +60,9 @@ def standing(finding) -> int:
 
 
 def choose_root(findings: Iterable) -> object | None:
-    """The root cause among ``findings`` (Finding objects), or None when there are none."""
-    findings = list(findings)
+    """The root cause among ``findings`` (Finding objects), or None when none may be one (only
+    launchers' reports of a death and what they did after it)."""
+    findings = [f for f in findings if f.role not in NEVER_ROOT]
     if not findings:
         return None
     best = min(standing(f) for f in findings)
@@ -71,20 +77,24 @@ def choose_root(findings: Iterable) -> object | None:
 
 
 def _first(candidates: list) -> object:
-    """Among evidence of one standing: the earliest when every one is timed, else by declared
-    priority, then reading order."""
+    """Among evidence of one standing: the earliest when every one is timed; else, for causes,
+    by declared priority (a message that names more before one that names less), and for
+    consequences by reading order (the first consequence printed is the nearest to the failure
+    they follow), a generic one (NCCL's "remote process exited") after those that say more."""
     if all(f.first.time is not None for f in candidates):
         return min(candidates, key=lambda f: (f.first.time, -f.signature.priority,
                                               f.first.order))
+    if candidates[0].role is not Role.CAUSE:
+        return min(candidates, key=lambda f: (is_generic(f.signature, f.first.text),
+                                              -f.signature.priority, f.first.order))
     return min(candidates, key=lambda f: (-f.signature.priority, f.first.order))
 
 
 def ordered(findings: Iterable) -> list:
-    """The root cause first, then the rest by standing, priority and reading order."""
+    """The root cause first (when there is one), then the rest by standing, priority and
+    reading order."""
     findings = list(findings)
     root = choose_root(findings)
-    if root is None:
-        return []
     rest = sorted((f for f in findings if f is not root),
                   key=lambda f: (standing(f), -f.signature.priority, f.first.order))
-    return [root, *rest]
+    return rest if root is None else [root, *rest]

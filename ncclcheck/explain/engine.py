@@ -10,10 +10,11 @@ from typing import Any, BinaryIO, Callable
 
 from ncclcheck.catalogue import Catalogue, Signature
 from ncclcheck.explain.context import LogContext
+from ncclcheck.explain.evidence import Role, role_of
 from ncclcheck.explain.excerpt import excerpt
 from ncclcheck.explain.fallback import ErrorCues, add_fallback
 from ncclcheck.explain.findings import Finding, Findings, Hit
-from ncclcheck.explain.hangs import COLLECT_NEXT, Note, add_hang, read_dumps
+from ncclcheck.explain.hangs import COLLECT_NEXT, Note, add_hang, ended_without_reason, read_dumps
 from ncclcheck.explain.infer import add_inferred
 from ncclcheck.explain.lines import LineInfo, parse_line, stamp_in
 from ncclcheck.explain.matcher import Matcher
@@ -21,6 +22,7 @@ from ncclcheck.explain.model_reading import (Hypothesis, add_model_reading, hypo
                                                unexplained_failure)
 from ncclcheck.explain.reader import InputError, Source, sniff, sources
 from ncclcheck.explain.prefilter import ENGINE_VARIABLE, LiteralIndex
+from ncclcheck.explain.printers import printed_by_launcher
 from ncclcheck.explain.prepared import prepared
 from ncclcheck.explain.reflow import unwrap
 from ncclcheck.explain.scan import Candidate, Scanner
@@ -34,6 +36,7 @@ _BLOCK_FIELD = re.compile(r"^\s*(?P<key>time|host|rank)\s*:\s*(?P<value>\S+)")
 _FULL_STAMP = re.compile(r"\s*\[?\d{4}-\d\d-\d\d")
 _RANK_FILE = re.compile(r"rank[-_]?(\d+)", re.I)  # one file per rank: rank3.log, rank_3.out
 _HOST_FACTS = ("node", "hostname")
+TRACEBACK = "Traceback (most recent call last)"
 _RANK_FACTS = ("task",)
 
 
@@ -50,9 +53,14 @@ class Explanation:
     notes: list[Note] = field(default_factory=list)
 
     @property
+    def root(self) -> Finding | None:
+        """The root cause, when the evidence holds one (a launcher's report alone is none)."""
+        return self.findings[0] if self.findings and self.findings[0].root_cause else None
+
+    @property
     def failed(self) -> bool:
         """True when a finding other than a warning was made (what --exit-code reports)."""
-        return any(not f.signature.warning for f in self.findings)
+        return any(f.tier < 2 for f in self.findings)
 
     def to_dict(self) -> dict[str, Any]:
         """The explanation as data, secrets masked (every renderer reads this)."""
@@ -118,9 +126,10 @@ def explain_sources(items: list[Source], model: TextModel | None | str = SHIPPED
     add_model_reading(hits, reading)
     add_fallback(hits, cues, text.failed)
     findings = hits.ranked(summary.settings)
-    if not findings and (items or dumps):
+    if not (findings and findings[0].root_cause) and (items or dumps):
         unexplained = unexplained_failure(reading)
-        notes += [unexplained, COLLECT_NEXT] if unexplained else [COLLECT_NEXT]
+        notes += [n for n in (unexplained, ended_without_reason(findings)) if n is not None]
+        notes.append(COLLECT_NEXT)
     return Explanation(findings, summary.to_dict(), [s.name for s in (*items, *dumps)],
                        text=text, hypotheses=hypotheses(findings, reading, reader), notes=notes)
 
@@ -130,6 +139,10 @@ def _scan_one(name: str, scanner: Scanner, stream: BinaryIO, matcher: Matcher,
               context: LogContext, cues: ErrorCues, text: LogText) -> None:
     year: int | None = None
     above: str | None = None  # the message of the candidate line before, for continuations
+    # A traceback's header, held until the next line says whose traceback it is: the
+    # launcher's own (torchrun's ChildFailedError, which the guessers leave out) or the job's.
+    held: tuple[int, str, str] | None = None
+    unguessed: set[int] = set()  # lines left out of the guessers' reading (see below)
     named = _RANK_FILE.search(os.path.basename(name))
     file_rank = int(named.group(1)) if named else None
     for cand in scanner.lines(stream, year_known=lambda: year is not None):
@@ -140,24 +153,51 @@ def _scan_one(name: str, scanner: Scanner, stream: BinaryIO, matcher: Matcher,
             summary.feed(info.message)
         if cand.info or cand.context or cand.gated:
             context.feed(name, physical(cand.number), cand.text, info.message, info.host)
-        if cand.error or cand.gated or cand.info:
+        matched = None
+        if cand.gated:
+            matched = matcher.match(info.message)
+            if matched is None and cand.continues and above is not None:
+                matched = matcher.match_continued(above, info.message)
+            above = info.message
+        # What the guessers read: neither a launcher's report (how a process ended, not why)
+        # nor a line a signature knows as a consequence (a peer's absence, a wait in vain).
+        guessable = not printed_by_launcher(cand.text, info.message) and (
+            matched is None or role_of(*matched) is Role.CAUSE)
+        if not guessable:
+            unguessed.add(physical(cand.number))
+        if held is not None:
+            if guessable:
+                text.feed(name, *held)
+            held = None
+        if guessable and (cand.error or cand.gated or cand.info):
             cues.feed(name, physical(cand.number), cand.text, info.message)
-        if cand.error or cand.info or cand.context:  # never by the gate: the model reads the
-            text.feed(name, physical(cand.number), cand.text, info.message)  # same with any engine
-        if not cand.gated:
-            continue
-        matched = matcher.match(info.message)
-        if matched is None and cand.continues and above is not None:
-            matched = matcher.match_continued(above, info.message)
-        above = info.message if cand.gated else None
+        if guessable and info.message.startswith(TRACEBACK):
+            held = (physical(cand.number), cand.text, info.message)
+        elif guessable and (cand.error or cand.info or cand.context):  # never by the gate: the
+            # model reads the same lines with any engine
+            text.feed(name, physical(cand.number), cand.text, info.message)
         if matched is None:
             continue
         sig, facts = matched
         _add_context(sig, facts, info, cand)
         hits.add(Hit(sig, facts, name, physical(cand.number), excerpt(cand.text, sig),
                      _rank(info, facts, file_rank), _host(info, facts), info.time, hits.hits))
+    if held is not None:
+        text.feed(name, *held)
+    held = None
     for number, line in scanner.edges():  # how the file began and ended, for the text model
-        text.feed(name, physical(number), line, parse_line(line).message)
+        message = parse_line(line).message
+        guessable = (not printed_by_launcher(line, message)
+                     and physical(number) not in unguessed)
+        if held is not None and guessable:
+            text.feed(name, *held)
+        held = None
+        if guessable and message.startswith(TRACEBACK):
+            held = (physical(number), line, message)
+        elif guessable:
+            text.feed(name, physical(number), line, message)
+    if held is not None:
+        text.feed(name, *held)
 
 
 def _add_context(sig: Signature, facts: dict[str, Any], info: LineInfo, cand: Candidate) -> None:

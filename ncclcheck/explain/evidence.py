@@ -6,8 +6,15 @@ says only what it sees, as evidence with:
 
 - a **role**: a *cause* says why the run failed; a *consequence* follows another failure (a
   peer that lost its connection, a watchdog that timed out waiting, a launcher's report that a
-  worker died, the signal it sent the survivors); a *warning* is something the program carried
-  on from;
+  worker's connection broke); a *report* is a launcher's word that a process exited with an
+  error code or aborted (its own output says why: an exception, a watchdog timeout); the
+  *aftermath* is what a launcher did then (terminate the survivors, cancel the step); a
+  *warning* is something the program carried on from. A launcher's report of a death takes its
+  role from how the process died: a crash (SIGSEGV, SIGBUS, ...) or an outside kill (SIGKILL:
+  the OOM killer, a scheduler) is a failure of its own, a cause; an exit code or SIGABRT is a
+  report, the root cause only when nothing else in the logs says anything (a rank crashed, its
+  reason not in these logs); SIGTERM is the launcher stopping it, never the root cause.
+  Appending a launcher's tail to a log does not change why the run failed;
 - a **weight**, for causes: how much the evidence says about why. A message that names the
   cause, a context fact that explains a generic error or a flight-recorder verdict is decisive;
   a cause read from several facts (a signal with the memory context around it) or a timeout
@@ -21,6 +28,8 @@ from __future__ import annotations
 
 import enum
 import re
+import signal
+from typing import Any, Mapping
 
 from ncclcheck.catalogue import LAST_RESORT, Signature
 from ncclcheck.model import Category
@@ -29,7 +38,14 @@ from ncclcheck.model import Category
 class Role(str, enum.Enum):
     CAUSE = "cause"
     CONSEQUENCE = "consequence"
+    REPORT = "report"        # a launcher's report that a process exited or aborted
+    AFTERMATH = "aftermath"  # what a launcher did after the failure: stop the survivors
     WARNING = "warning"
+
+
+# Roles that never stand as the root cause: what a launcher did after a failure (stop the
+# survivors, cancel the step) is never why the run failed.
+NEVER_ROOT = frozenset({Role.AFTERMATH})
 
 
 class Weight(enum.IntEnum):
@@ -52,10 +68,50 @@ MODEL_PREFIX = "model."
 KEYWORD_PREFIX = "fallback."
 
 
-def role_of(sig: Signature) -> Role:
+# How a process died, for a report of its death: signals it cannot have chosen (a crash, an
+# outside kill), and those a launcher sends to stop the survivors.
+_FAILURE_SIGNALS = frozenset({signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE,
+                              signal.SIGKILL})
+_STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
+_HOW = {"killed": signal.SIGKILL, "segmentation fault": signal.SIGSEGV,
+        "aborted": signal.SIGABRT, "bus error": signal.SIGBUS}
+
+
+def role_of(sig: Signature, facts: Mapping[str, Any] | None = None) -> Role:
     if sig.warning:
         return Role.WARNING
+    if sig.aftermath:
+        return Role.AFTERMATH
+    if sig.report:
+        died_of = death_signal(facts or {})
+        if died_of in _FAILURE_SIGNALS:
+            return Role.CAUSE
+        return Role.AFTERMATH if died_of in _STOP_SIGNALS else Role.REPORT
     return Role.CONSEQUENCE if sig.consequence else Role.CAUSE
+
+
+def death_signal(facts: Mapping[str, Any]) -> int | None:
+    """The signal a report of a death names: a number, a name, a negative exit code (torchrun,
+    Python), an exit status above 128 (a shell), or srun's words."""
+    for key in ("signal", "signal_number"):
+        value = facts.get(key)
+        if isinstance(value, int) or (isinstance(value, str) and value.isdigit()):
+            return int(value)
+    name = facts.get("signal_name")
+    if isinstance(name, str) and name.upper() in signal.Signals.__members__:
+        return int(signal.Signals[name.upper()])
+    how = facts.get("how")
+    if isinstance(how, str) and how.lower() in _HOW:
+        return int(_HOW[how.lower()])
+    code = facts.get("exitcode")
+    if isinstance(code, str) and code.lstrip("-").isdigit():
+        code = int(code)
+    if isinstance(code, int):
+        if code < 0:
+            return -code
+        if 128 < code < 160:
+            return code - 128
+    return None
 
 
 def weight_of(sig: Signature) -> Weight:

@@ -13,7 +13,7 @@ from typing import Any
 
 from ncclcheck.catalogue import Signature
 from ncclcheck.explain.arbiter import ordered
-from ncclcheck.explain.evidence import Role, Weight, role_of, weight_of
+from ncclcheck.explain.evidence import NEVER_ROOT, Role, Weight, role_of, weight_of
 
 MAX_KEPT = 4096  # ranks, hosts, files and worker pids remembered per finding / per run
 
@@ -53,7 +53,7 @@ class Finding:
 
     @property
     def role(self) -> Role:
-        return self.first.role or role_of(self.signature)
+        return self.first.role or role_of(self.signature, self.first.facts)
 
     @property
     def weight(self) -> Weight:
@@ -62,7 +62,7 @@ class Finding:
     @property
     def tier(self) -> int:
         """0 a cause, 1 a consequence, 2 a warning."""
-        return {Role.CAUSE: 0, Role.CONSEQUENCE: 1, Role.WARNING: 2}[self.role]
+        return {Role.CAUSE: 0, Role.WARNING: 2}.get(self.role, 1)
 
     def add(self, hit: Hit) -> None:
         self.count += 1
@@ -99,7 +99,7 @@ class Finding:
             "ranks": sorted(self.ranks),
             "hosts": sorted(self.hosts),
             "files": sorted(self.files),
-            "consequence": self.role is Role.CONSEQUENCE,
+            "consequence": self.role in (Role.CONSEQUENCE, Role.REPORT, Role.AFTERMATH),
             "warning": self.role is Role.WARNING,
             "inferred_from": hit.inferred_from,
         }
@@ -144,9 +144,12 @@ class Findings:
             finding.root_cause = False
             self._complete(finding.first, settings or {})
         found = ordered(findings)
-        if found:
+        if found and found[0].role not in NEVER_ROOT:
             found[0].root_cause = True
-        return found
+        # A guess (the text model's reading, the keyword cues) is shown only where it is the
+        # best the run has; the hypotheses list the model's alternatives.
+        return [f for f in found if f.root_cause or f.weight > Weight.MODEL
+                or f.role is not Role.CAUSE]
 
     def _complete(self, hit: Hit, settings: dict[str, str]) -> None:
         """What other lines of the logs say about this hit: the NCCL settings the log printed

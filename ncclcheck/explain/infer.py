@@ -160,7 +160,7 @@ def add_inferred(hits: Findings, context: LogContext, settings: dict[str, str] |
     ranked = hits.ranked(settings)
     if not ranked:
         return
-    failed = ranked[0].first  # the failure that stands first so far: the one to explain
+    failed = ranked[0].first  # what stands first so far (a launcher's report, at worst)
     inferred = infer_cause(context, failed, catalogue)
     if inferred is not None:
         sig, facts, source = inferred

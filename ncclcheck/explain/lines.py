@@ -2,7 +2,12 @@
 
 Handles NCCL's ``host:pid:tid [dev]`` prefix (with or without its ``[date time]`` stamp),
 torchrun's ``[rank3]:`` and ``[default0]:``, srun ``--label``'s ``3: ``, glog-style
-``[E906 12:16:32.611 file.cpp:607]`` and Python logging's ``2026-12-02 12:59:53,123``.
+``[E906 12:16:32.611 file.cpp:607]`` and Python logging's ``2026-12-02 12:59:53,123``; and
+what log collectors put before every line: Ray's ``(RayTrainWorker pid=123, ip=10.0.0.1)``,
+``kubectl logs --prefix``'s ``[pod/train-0/main]``, docker compose's ``train-1  | ``,
+journald's ``Dec 07 02:55:21 node1 python3[1234]:`` and a timestamping tee's ``Dec 07
+02:55:21`` (their clock is when the collector saw the line, not a time the program printed, so
+it is not read as the line's time).
 """
 
 from __future__ import annotations
@@ -14,9 +19,14 @@ from datetime import datetime, timedelta
 # A line whose message goes on below it: torch's "Last error:" echo, an exception header
 # ("MisconfigurationException: ..." with the reason on the next line).
 GOES_ON = re.compile(rb"(?:Last error:|(?:Error|Exception):(?: .{0,200})?)\s*$")
+_MONTHS = "Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec"
 LINE_PREFIXES = re.compile(
     r"""\s*(?:
-        \[rank(?P<rank>\d+)\]:\s?                                   # torchrun --tee / log prefix
+        \((?P<ray>[A-Za-z_]\w*\ )?pid=(?P<ray_pid>\d+)(?:,\ ip=[\d.:a-fA-F]+)?\)\s    # Ray worker
+      | \[pod/[^/\]\s]+/[^\]\s]+\]\s                                 # kubectl logs --prefix
+      | [A-Za-z][\w.\-]*-\d+\s+\|\s                                    # docker compose
+      | (?:"""+_MONTHS+r""")\s+\d{1,2}\s\d\d:\d\d:\d\d\s(?:(?P<jhost>[\w.\-]+)\s[\w.\-/]+(?:\[\d+\])?:\s)?   # journald / ts
+      | \[rank(?P<rank>\d+)\]:\s?                                   # torchrun --tee / log prefix
       | \[(?P<role>[A-Za-z_]+)(?P<local_rank>\d+)\]:\s?             # torchrun [default0]:
       | \[\d+,(?P<mpi_rank>\d+)\]<std(?:out|err)>:\s?                 # mpirun --tag-output
       | (?P<label>\d{1,6}):\s                                       # srun --label

@@ -119,7 +119,7 @@ def hypotheses(findings: list[Finding], reading: Reading | None,
     root cause, the model's likeliest failures only where a line shows the run failed (its
     guesses, below the threshold it names a root cause at); none for a log without such a line
     (a clean log has no hypothesis)."""
-    if not findings:
+    if not findings or not findings[0].root_cause:
         if reading is None or not reading.failed:
             return []
         return [Hypothesis(category, p, "model", reading.evidence.get(category, ())[:MAX_EVIDENCE])

@@ -90,11 +90,26 @@ def _hypothesis_lines(data: dict[str, Any]) -> list[str]:
     return out
 
 
+def _also_found(findings: list[dict[str, Any]], title: str) -> list[str]:
+    out = ["", title]
+    for f in findings:
+        mark = "*" if f["consequence"] else "!" if f["warning"] else " "
+        where = _others(f) or _where(f)
+        out.append(f" {mark} {f['count']:>4}x  {f['id']:<32} {f['category']:<15} "
+                   f"{f['file']}:{f['line']}" + (f"  {where}" if where else ""))
+        out += _wrap(f["fix"], "          fix: ")
+    return out
+
+
 def render_table(data: dict[str, Any]) -> str:
     findings = data["findings"]
     out = [f"ncclcheck explain — {len(data['files'])} log(s)"]
     if not findings:
         out += ["", "No known failure found."] + _hypothesis_lines(data)
+    elif not findings[0]["root_cause"]:  # a launcher's report alone: it says how, not why
+        out += ["", "No root cause found."]
+        out += _also_found(findings, "Found (* what follows a failure, not its cause):")
+        out += _hypothesis_lines(data)
     else:
         root = findings[0]
         out += ["", f"ROOT CAUSE  {root['title']}  [{root['id']}, {root['category']}]"]
@@ -111,13 +126,8 @@ def render_table(data: dict[str, Any]) -> str:
             out.append(f"  seen {root['count']} times" + (f" ({others})" if others else ""))
         rest = findings[1:]
         if rest:
-            out += ["", "Also found (grouped; * usually a consequence of the root cause):"]
-            for f in rest:
-                mark = "*" if f["consequence"] else "!" if f["warning"] else " "
-                where = _others(f) or _where(f)
-                out.append(f" {mark} {f['count']:>4}x  {f['id']:<32} {f['category']:<15} "
-                           f"{f['file']}:{f['line']}" + (f"  {where}" if where else ""))
-                out += _wrap(f["fix"], "          fix: ")
+            out += _also_found(rest, "Also found (grouped; * usually a consequence of the root "
+                                     "cause):")
         out += _hypothesis_lines(data)
     if data["nccl"]:
         out += ["", "What NCCL said:"] + ["  " + line for line in summary_lines(data["nccl"])]
@@ -137,12 +147,25 @@ def _hypothesis_table(hyps: list[dict[str, Any]], title: str) -> list[str]:
     return out
 
 
+def _found_table(findings: list[dict[str, Any]], title: str) -> list[str]:
+    out = ["", f"## {title}", "", "| count | id | category | where | fix |",
+           "|---:|---|---|---|---|"]
+    for f in findings:
+        cell = f["fix"].replace("|", "\\|")
+        where = f"{f['file']}:{f['line']} {_others(f) or _where(f)}".strip()
+        out.append(f"| {f['count']} | `{f['id']}` | {f['category']} | {where} | {cell} |")
+    return out
+
+
 def render_markdown(data: dict[str, Any]) -> str:
     findings = data["findings"]
     out = ["# ncclcheck explain", ""]
     hyps = data.get("hypotheses") or []
     if not findings:
         out.append("No known failure found.")
+        out += _hypothesis_table(hyps, "A model's guesses") if hyps else []
+    elif not findings[0]["root_cause"]:
+        out += ["No root cause found."] + _found_table(findings, "Found")
         out += _hypothesis_table(hyps, "A model's guesses") if hyps else []
     else:
         root = findings[0]
@@ -155,12 +178,7 @@ def render_markdown(data: dict[str, Any]) -> str:
                 f"- **what happened**: {root['explanation']}",
                 f"- **fix**: {root['fix']}"]
         if len(findings) > 1:
-            out += ["", "## Also found", "", "| count | id | category | where | fix |",
-                    "|---:|---|---|---|---|"]
-            for f in findings[1:]:
-                cell = f["fix"].replace("|", "\\|")
-                where = f"{f['file']}:{f['line']} {_others(f) or _where(f)}".strip()
-                out.append(f"| {f['count']} | `{f['id']}` | {f['category']} | {where} | {cell} |")
+            out += _found_table(findings[1:], "Also found")
         if len(hyps) > 1:
             out += _hypothesis_table(hyps, "Most likely categories")
     if data["nccl"]:
