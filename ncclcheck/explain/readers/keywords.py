@@ -1,0 +1,21 @@
+"""The keyword cues (fallback.py): the taxonomy's words on the run's guessable error lines,
+scored per category; a category clearly ahead is a guess at the cause."""
+
+from __future__ import annotations
+
+from ncclcheck.explain.fallback import add_fallback
+from ncclcheck.explain.readers import Reader
+from ncclcheck.explain.run import Line, Run
+
+
+def read_line(run: Run, line: Line) -> None:
+    cand = line.candidate
+    if line.guessable and (cand.error or cand.gated or cand.info):
+        run.cues.feed(line.file, line.number, line.text, line.info.message)
+
+
+def read_run(run: Run) -> None:
+    add_fallback(run.findings, run.cues, run.text.failed)
+
+
+READER = Reader("keywords", 60, line=read_line, run=read_run)

@@ -1,0 +1,62 @@
+"""The text model's reading (textmodel.py, model_reading.py): the lines a run's words are read
+from, and, once every file is read, the model's probabilities per category; a confident
+reading is a guess at the cause (model_reading.py).
+
+It reads the guessable lines (printed_by.py) that the scanner hands on as errors, NCCL INFO or
+context, and each file's first and last lines. A traceback's header is held until the next
+line says whose traceback it is: torchrun's own (its ChildFailedError report) is left out.
+"""
+
+from __future__ import annotations
+
+from ncclcheck.explain.lines import parse_line
+from ncclcheck.explain.model_reading import add_model_reading
+from ncclcheck.explain.printers import printed_by_launcher
+from ncclcheck.explain.readers import Reader
+from ncclcheck.explain.run import Line, Run
+
+TRACEBACK = "Traceback (most recent call last)"
+
+
+def read_line(run: Run, line: Line) -> None:
+    state = run.state.setdefault(("text_model", line.file), {})
+    held = state.pop("held", None)
+    if held is not None and line.guessable:
+        run.text.feed(line.file, *held)
+    cand = line.candidate
+    if not line.guessable:
+        return
+    if line.info.message.startswith(TRACEBACK):
+        state["held"] = (line.number, line.text, line.info.message)
+    elif cand.error or cand.info or cand.context:  # never for the gate alone: the model
+        run.text.feed(line.file, line.number, line.text, line.info.message)  # reads the same with any engine
+
+
+def read_file_end(run: Run, file: str, edges: list[tuple[int, str]]) -> None:
+    """How the file began and ended (its launch, its settings, how it stopped)."""
+    held = run.state.get(("text_model", file), {}).pop("held", None)
+    if held is not None:
+        run.text.feed(file, *held)
+    unguessed = run.state.get(("unguessed", file), set())
+    held = None
+    for number, text in edges:
+        message = parse_line(text).message
+        guessable = number not in unguessed and not printed_by_launcher(text, message)
+        if held is not None and guessable:
+            run.text.feed(file, *held)
+        held = None
+        if guessable and message.startswith(TRACEBACK):
+            held = (number, text, message)
+        elif guessable:
+            run.text.feed(file, number, text, message)
+    if held is not None:
+        run.text.feed(file, *held)
+
+
+def read_run(run: Run) -> None:
+    if run.model is not None:
+        run.reading = run.model.read(run.text)
+    add_model_reading(run.findings, run.reading)
+
+
+READER = Reader("text_model", 50, line=read_line, file_end=read_file_end, run=read_run)
