@@ -48,6 +48,7 @@ STANDING: tuple[tuple[Role, Weight | None], ...] = (
     (Role.REPORT, None),
     (Role.WARNING, None),
     (Role.AFTERMATH, None),   # shown, never the root cause (evidence.NEVER_ROOT)
+    (Role.CONTEXT, None),     # explains a generic failure, never stands alone
 )
 _RANK = {entry: n for n, entry in enumerate(STANDING)}
 
@@ -62,18 +63,27 @@ def standing(finding) -> int:
 def choose_root(findings: Iterable) -> object | None:
     """The root cause among ``findings`` (Finding objects), or None when none may be one (only
     launchers' reports of a death and what they did after it)."""
-    findings = [f for f in findings if f.role not in NEVER_ROOT]
-    if not findings:
+    findings = list(findings)
+    eligible = [f for f in findings if f.role not in NEVER_ROOT]
+    if not eligible:
         return None
-    best = min(standing(f) for f in findings)
-    root = _first([f for f in findings if standing(f) == best])
+    best = min(standing(f) for f in eligible)
+    root = _first([f for f in eligible if standing(f) == best])
     if is_generic(root.signature, root.first.text):
-        specific = [f for f in findings if (f.role is not Role.CAUSE or f.weight == Weight.KEYWORD)
-                    and is_specific(f.signature, f.first.text)]
+        specific = [f for f in findings if f.role is not Role.AFTERMATH
+                    and (f.role is not Role.CAUSE or f.weight == Weight.KEYWORD)
+                    and is_specific(f.signature, f.first.text) and not _after(f, root)]
         if specific:
             return min(specific, key=lambda f: (f.role is Role.CAUSE, standing(f),
                                                 -f.signature.priority, f.first.order))
     return root
+
+
+def _after(finding, failure) -> bool:
+    """Whether ``finding`` was printed after ``failure`` in the same file: what comes later
+    cannot have caused it."""
+    here, there = finding.first, failure.first
+    return here.file == there.file and here.line > there.line > 0
 
 
 def _first(candidates: list) -> object:
@@ -90,11 +100,11 @@ def _first(candidates: list) -> object:
     return min(candidates, key=lambda f: (-f.signature.priority, f.first.order))
 
 
-def ordered(findings: Iterable) -> list:
-    """The root cause first (when there is one), then the rest by standing, priority and
-    reading order."""
+def ordered(findings: Iterable) -> tuple[object | None, list]:
+    """(the root cause or None, then every finding: the root first, the rest by standing,
+    priority and reading order)."""
     findings = list(findings)
     root = choose_root(findings)
     rest = sorted((f for f in findings if f is not root),
                   key=lambda f: (standing(f), -f.signature.priority, f.first.order))
-    return rest if root is None else [root, *rest]
+    return root, (rest if root is None else [root, *rest])

@@ -41,11 +41,13 @@ class Role(str, enum.Enum):
     REPORT = "report"        # a launcher's report that a process exited or aborted
     AFTERMATH = "aftermath"  # what a launcher did after the failure: stop the survivors
     WARNING = "warning"
+    CONTEXT = "context"      # a fact that can explain a failure, never one by itself
 
 
 # Roles that never stand as the root cause: what a launcher did after a failure (stop the
-# survivors, cancel the step) is never why the run failed.
-NEVER_ROOT = frozenset({Role.AFTERMATH})
+# survivors, cancel the step) is never why the run failed, and a context fact (a subsystem's
+# warning, an interface on loopback) only explains a failure the run shows.
+NEVER_ROOT = frozenset({Role.AFTERMATH, Role.CONTEXT})
 
 
 class Weight(enum.IntEnum):

@@ -13,7 +13,7 @@ from typing import Any
 
 from ncclcheck.catalogue import Signature
 from ncclcheck.explain.arbiter import ordered
-from ncclcheck.explain.evidence import NEVER_ROOT, Role, Weight, role_of, weight_of
+from ncclcheck.explain.evidence import Role, Weight, role_of, weight_of
 
 MAX_KEPT = 4096  # ranks, hosts, files and worker pids remembered per finding / per run
 
@@ -143,13 +143,15 @@ class Findings:
         for finding in findings:
             finding.root_cause = False
             self._complete(finding.first, settings or {})
-        found = ordered(findings)
-        if found and found[0].role not in NEVER_ROOT:
-            found[0].root_cause = True
+        root, found = ordered(findings)
+        if root is not None:
+            root.root_cause = True
         # A guess (the text model's reading, the keyword cues) is shown only where it is the
         # best the run has; the hypotheses list the model's alternatives.
-        return [f for f in found if f.root_cause or f.weight > Weight.MODEL
-                or f.role is not Role.CAUSE]
+        # A context fact is shown only as the explanation it is (when it stands first).
+        return [f for f in found if f.root_cause or (f.weight > Weight.MODEL and f.role is not
+                                                     Role.CONTEXT) or f.role is Role.CONSEQUENCE
+                or f.role in (Role.REPORT, Role.AFTERMATH, Role.WARNING)]
 
     def _complete(self, hit: Hit, settings: dict[str, str]) -> None:
         """What other lines of the logs say about this hit: the NCCL settings the log printed

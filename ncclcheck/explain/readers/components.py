@@ -1,0 +1,96 @@
+"""What the component that printed a line says, in its own enumerations.
+
+A line no signature names, or one only a generic signature claims (an uncaught exception, NCCL's
+"unhandled system error"), often still carries its origin in a form that does not depend on one
+release's wording: NCCL's source file and subsystem (``transport/net_ib.cc``, ``NET/IB :``),
+an errno name or number (``[Errno 98]``), a getaddrinfo error, a CUDA error name or string, an
+ibverbs work-completion status, a torch or Lightning message. The knowledge tables generated from
+that software (ncclcheck/catalogue/knowledge/) say which category each belongs to; this reader
+looks the line up and adds what it found:
+
+- an error line (an exception, ``error:``) whose component names a specific category is a
+  reasoned cause: it outranks the generic wrapper that claimed the line (a ``RuntimeError``
+  quoting ``[Errno 98] Address already in use`` is a port in use) and never a signature that
+  names the cause;
+- an NCCL WARN line is context: the library may carry on (a healthy run prints "NET/IB : No
+  device found" and falls back to sockets), so it is never a failure by itself; it explains a
+  generic failure that stands first (arbiter.py).
+
+Categories that only say that something failed (other, a crash, a timeout) are left to the
+signatures and the consequences.
+"""
+
+from __future__ import annotations
+
+from ncclcheck.catalogue.knowledge import Hit as Known
+from ncclcheck.catalogue.knowledge import best
+from ncclcheck.explain.cues import category_signature
+from ncclcheck.explain.evidence import Role, Weight, is_generic
+from ncclcheck.explain.excerpt import excerpt
+from ncclcheck.explain.fallback import line_weight
+from ncclcheck.explain.findings import Hit
+from ncclcheck.explain.readers import Reader
+from ncclcheck.explain.run import Line, Run
+from ncclcheck.model import Category
+
+PREFIX = "component."
+PRIORITY = 45  # below the signatures that name a message, above the guesses
+_TOLD = frozenset({"other", "ok", Category.RANK_CRASHED.value, Category.TIMEOUT.value})
+# The tables read from the software's own enumerations and sources (a name, a number, a source
+# file); torch's and Lightning's message tables file messages by their words, which the
+# signatures and the text model already read.
+_TABLES = frozenset({"errno", "eai", "cuda", "nccl_result", "ibverbs", "nccl_formats"})
+_COMPONENTS = {"nccl": "NCCL", "glibc": "the C library", "cuda": "CUDA", "torch": "torch",
+               "gloo": "Gloo", "ibverbs": "the verbs library (ibverbs)", "lightning": "Lightning"}
+
+
+def component_signature(category: Category):
+    """The finding a component's own enumeration reads as, for ``category``."""
+    return category_signature(
+        PREFIX + category.value, category,
+        f"The component that printed the line names a {category.value} failure",
+        "{origin} printed {what} on line {line}, which its own tables (generated from that "
+        f"software) file under {category.value}. No catalogue message matched the line as a "
+        "whole; the component's words say where the failure is.", PRIORITY)
+
+
+def read_line(run: Run, line: Line) -> None:
+    cand = line.candidate
+    if not (cand.error or cand.gated) or not line.guessable:
+        return
+    claim = line.claim
+    if claim is not None and not is_generic(claim[0], line.text) and \
+            claim[0].claim_level == 0:
+        return  # a signature names the message itself
+    nccl_warn = "NCCL WARN" in line.info.message
+    if not nccl_warn and line_weight(line.info.message) < 2:
+        return  # neither an error line nor NCCL's warning: nothing failed here
+    known = best(line.info.message)
+    if known is None or known.category in _TOLD or known.table not in _TABLES:
+        return
+    sig = component_signature(Category(known.category))
+    facts = {"origin": _origin(known), "what": _what(known), "line": line.number,
+             "component": known.component, "table": known.table, "key": known.key[:200],
+             "how": known.how}
+    role = Role.CONTEXT if nccl_warn and line_weight(line.info.message) < 2 else Role.CAUSE
+    # The wrapper's own line read for its cause outranks the wrapper; a line nobody claimed
+    # is read like the keyword cues, from one line, below the reading of the whole run.
+    weight = Weight.REASONED if claim is not None else Weight.KEYWORD
+    run.findings.add(Hit(sig, facts, line.file, line.number, excerpt(line.text, sig),
+                         line.info.rank if line.info.rank is not None else line.file_rank,
+                         line.info.host, line.info.time, run.findings.hits,
+                         role=role, weight=weight))
+
+
+def _origin(known: Known) -> str:
+    name = _COMPONENTS.get(known.component, known.component)
+    return f"{name} ({known.file})" if known.file else name
+
+
+def _what(known: Known) -> str:
+    if known.how in ("name", "number") or known.table in ("errno", "eai", "ibverbs", "cuda"):
+        return f"{known.key}"
+    return f"'{known.key[:120]}'"
+
+
+READER = Reader("components", 5, line=read_line)
