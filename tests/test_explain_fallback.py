@@ -15,10 +15,10 @@ CUE_FAMILIES = {
     "net_plugin": "ERROR trainer: aws-ofi provider could not open an EFA endpoint",
     "shared_memory": "ERROR trainer: /dev/shm holds 64M only, aborting",
     "p2p": "ERROR trainer: NVLink 3 of GPU 2 reports a fatal fault",
-    "out_of_memory": "FATAL trainer: ENOMEM while pinning host buffers",
+    "out_of_memory": "FATAL trainer: OOM while pinning host buffers",
     "name_resolution": "ERROR trainer: gethostbyname(head-node) gave nothing",
-    "connection": "ERROR trainer: ECONNREFUSED from node2:29500",
-    "port_in_use": "ERROR trainer: listener on 29500 got EADDRINUSE",
+    "connection": "ERROR trainer: failed to connect to node2:29500",
+    "port_in_use": "ERROR trainer: listener on 29500 found its address in use",
     "cuda": "ERROR trainer: CUDA driver fault on GPU 3 (Xid 79)",
     "version_mismatch": "ERROR trainer: libfoo.so: undefined symbol bar_v2",
     "timeout": "ERROR trainer: watchdog fired after 600 s in all_reduce",
@@ -146,3 +146,15 @@ def test_the_configured_timeout_torch_prints_in_every_work_is_not_a_timeout_cue(
             "raised the following async exception: a peer went away")
     assert Category.TIMEOUT not in line_cues(work)
     assert Category.TIMEOUT in line_cues(work.replace("raised", "ran for 600083 ms and timed out"))
+
+
+@pytest.mark.parametrize("line,category", [
+    ("FATAL trainer: ENOMEM while pinning host buffers", "out_of_memory"),
+    ("ERROR trainer: ECONNREFUSED from node2:29500", "connection"),
+    ("ERROR trainer: listener on 29500 got EADDRINUSE", "port_in_use"),
+])
+def test_an_enumeration_s_name_is_read_by_the_component_that_owns_it(tmp_path, line, category):
+    """An errno name is the C library's word, read from its own table before any keyword."""
+    findings = _findings(tmp_path, f"epoch 1 loss 0.3\n{line}\n", model=None)
+    assert [f["id"] for f in findings] == [f"component.{category}"]
+    assert findings[0]["facts"]["table"] == "errno" and findings[0]["line"] == 2

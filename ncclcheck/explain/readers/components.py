@@ -1,7 +1,7 @@
 """What the component that printed a line says, in its own enumerations.
 
-A line no signature names, or one only a generic signature claims (an uncaught exception, NCCL's
-"unhandled system error"), often still carries its origin in a form that does not depend on one
+A line no signature names, or one only a last-resort signature claims (an exception nobody
+recognised), often still carries its origin in a form that does not depend on one
 release's wording: NCCL's source file and subsystem (``transport/net_ib.cc``, ``NET/IB :``),
 an errno name or number (``[Errno 98]``), a getaddrinfo error, a CUDA error name or string, an
 ibverbs work-completion status, a torch or Lightning message. The knowledge tables generated from
@@ -25,7 +25,8 @@ from __future__ import annotations
 from ncclcheck.catalogue.knowledge import Hit as Known
 from ncclcheck.catalogue.knowledge import best
 from ncclcheck.explain.cues import category_signature
-from ncclcheck.explain.evidence import Role, Weight, is_generic
+from ncclcheck.catalogue import LAST_RESORT
+from ncclcheck.explain.evidence import Role, Weight
 from ncclcheck.explain.excerpt import excerpt
 from ncclcheck.explain.fallback import line_weight
 from ncclcheck.explain.findings import Hit
@@ -59,9 +60,9 @@ def read_line(run: Run, line: Line) -> None:
     if not (cand.error or cand.gated) or not line.guessable:
         return
     claim = line.claim
-    if claim is not None and not is_generic(claim[0], line.text) and \
-            claim[0].claim_level == 0:
-        return  # a signature names the message itself
+    if claim is not None and claim[0].claim_level != LAST_RESORT:
+        return  # a signature reads the message itself (NCCL's generic results included: the
+        # catalogue leaves those generic on purpose, and the context rules explain them)
     nccl_warn = "NCCL WARN" in line.info.message
     if not nccl_warn and line_weight(line.info.message) < 2:
         return  # neither an error line nor NCCL's warning: nothing failed here
