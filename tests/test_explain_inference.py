@@ -13,6 +13,7 @@ from ncclcheck.explain.engine import explain
 from ncclcheck.report import render as render_document
 from ncclcheck.report.formats import EXPLANATION
 from ncclcheck.explain.hangs import HANG_RULES
+from ncclcheck.explain.readers.watchdog_lag import RULE as WATCHDOG_LAG
 from ncclcheck.explain.signals import SIGNAL_RULES
 
 CATALOGUE = load()
@@ -89,7 +90,8 @@ def test_inferred_signatures_are_kept_out_of_line_matching():
                                                         *(CATALOGUE.by_rule(rule).id
                                                           for rule in SIGNAL_RULES),
                                                         *(CATALOGUE.by_rule(rule).id
-                                                          for rule in HANG_RULES.values())}
+                                                          for rule in HANG_RULES.values()),
+                                                        CATALOGUE.by_rule(WATCHDOG_LAG).id}
     assert {s.id for s in CATALOGUE.inferred_signatures
             if s.explains and "generic" not in s.explains} == set(EXPLAINED)
     assert not inferred & {s.id for s in CATALOGUE.line_signatures}
