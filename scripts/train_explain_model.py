@@ -33,7 +33,8 @@ sys.path.insert(0, str(ROOT))
 
 from ncclcheck.catalogue import load as load_catalogue  # noqa: E402
 from ncclcheck.explain.engine import explain  # noqa: E402
-from ncclcheck.explain.model_reading import decisive, leaves_open  # noqa: E402
+from ncclcheck.explain.arbiter import standing_key  # noqa: E402
+from ncclcheck.explain.model_reading import leaves_open  # noqa: E402
 from ncclcheck.explain.normalize import normalized  # noqa: E402
 from ncclcheck.explain.textmodel import (  # noqa: E402
     CLEAN, MODEL_FILE, NONE, line_features, mixed)
@@ -82,7 +83,7 @@ def read_logs(entries: list[dict]) -> list[dict]:
                      "lines": lines, "deciding": deciding,
                      "group": entry["source"],
                      "sig": root.signature.category.value if root else CLEAN,
-                     "decisive": decisive(root), "open": leaves_open(root),
+                     "standing": standing_key(root) if root else "", "open": leaves_open(root),
                      "failed": result.text.failed})
     return rows
 
@@ -211,13 +212,21 @@ def summary(rows: list[dict], probs: list[dict[str, float]], threshold: float) -
             "both": both, "clean_alarms": alarms}
 
 
+MIN_PER_STANDING = 8  # roots of one standing needed for a figure of its own
+
+
 def signature_precision(rows: list[dict]) -> dict[str, float]:
-    """How often a root cause is right, by whether it was decisive (read on dev)."""
+    """How often a root cause the signatures chose is right, per standing of that root (the
+    arbiter's: a decisive cause, a reasoned one, a consequence...; read on dev), and over all
+    of them as "other" for a standing with too few roots to say."""
+    chosen = [r for r in rows if r["sig"] != CLEAN]
     out = {}
-    for kind, wanted in (("decisive", True), ("other", False)):
-        chosen = [r for r in rows if r["sig"] != CLEAN and r["decisive"] == wanted]
-        if chosen:
-            out[kind] = round(sum(r["sig"] == r["label"] for r in chosen) / len(chosen), 3)
+    for kind in sorted({r["standing"] for r in chosen}):
+        mine = [r for r in chosen if r["standing"] == kind]
+        if len(mine) >= MIN_PER_STANDING:
+            out[kind] = round(sum(r["sig"] == r["label"] for r in mine) / len(mine), 3)
+    if chosen:
+        out["other"] = round(sum(r["sig"] == r["label"] for r in chosen) / len(chosen), 3)
     return out
 
 

@@ -51,6 +51,14 @@ STANDING: tuple[tuple[Role, Weight | None], ...] = (
     (Role.CONTEXT, None),     # explains a generic failure, never stands alone
 )
 _RANK = {entry: n for n, entry in enumerate(STANDING)}
+MODEL_STANDING = _RANK[(Role.CAUSE, Weight.MODEL)]
+
+
+def standing_key(finding) -> str:
+    """The finding's standing as a name ("cause:DECISIVE", "consequence"), for the figures
+    read per standing on dev (how often a root cause of that standing is right)."""
+    role = finding.role
+    return f"{role.value}:{finding.weight.name}" if role is Role.CAUSE else role.value
 
 
 def standing(finding) -> int:

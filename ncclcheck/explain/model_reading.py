@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from ncclcheck.catalogue import SPECIFIC, Signature
+from ncclcheck.catalogue import Signature
+from ncclcheck.explain.arbiter import MODEL_STANDING, standing, standing_key
 from ncclcheck.explain.cues import category_signature
 from ncclcheck.explain.evidence import Role
-from ncclcheck.explain.fallback import PREFIX as FALLBACK_PREFIX
 from ncclcheck.explain.findings import Finding, Findings, Hit
 from ncclcheck.explain.hangs import Note
 from ncclcheck.explain.textmodel import EvidenceLine, Reading, TextModel
@@ -45,21 +45,11 @@ class Hypothesis:
                 "source": self.source, "evidence": [e.to_dict() for e in self.evidence]}
 
 
-def decisive(finding: Finding | None) -> bool:
-    """Whether a root cause leaves nothing for the model to say."""
-    if finding is None or finding.tier != 0:
-        return False
-    sig = finding.signature
-    return (sig.claim_level == SPECIFIC and not sig.generic
-            and not sig.id.startswith((FALLBACK_PREFIX, PREFIX)))
-
-
 def leaves_open(root: Finding | None) -> bool:
-    """Whether the signatures leave the log to the model's reading: they found nothing (the
-    keyword guess aside). A consequence or a warning a signature recognised stays: it names
-    what the log shows, with its own text and fix, where a model that replaced it was no better
-    on dev read out of fold."""
-    return root is None or root.signature.id.startswith(FALLBACK_PREFIX)
+    """Whether the root cause without the model would stand below a confident reading of the
+    model (the arbiter's order: nothing, a consequence, a launcher's report, a warning or the
+    keyword cues), so the model's reading decides the log."""
+    return root is None or standing(root) > MODEL_STANDING
 
 
 @lru_cache(maxsize=None)
@@ -107,9 +97,13 @@ def _root_confidence(root: Finding, reading: Reading | None, model: TextModel | 
     sig = root.signature
     if sig.id.startswith(PREFIX) and reading is not None:
         return dict(reading.probabilities).get(sig.category.value, 0.0)
-    kind = "decisive" if decisive(root) else "other"
-    if model is not None and kind in model.signature_precision:
-        return model.signature_precision[kind]
+    if model is not None:
+        precision = model.signature_precision
+        kind = standing_key(root)
+        if kind in precision:
+            return precision[kind]
+        if "other" in precision:
+            return precision["other"]
     return 0.5
 
 
