@@ -176,11 +176,6 @@ def test_a_decisive_signature_keeps_the_root_cause_and_leads_the_hypotheses():
                                                          reverse=True)
 
 
-def test_clean_logs_have_no_hypothesis():
-    for log in sorted((ROOT / "tests" / "data" / "logs" / "clean").glob("*.log")):
-        assert explain([str(log)]).to_dict()["hypotheses"] == [], log.name
-
-
 @pytest.mark.parametrize("line, signal", [
     ("torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -9) local_rank: 0", 9),
     ("Signal 9 (SIGKILL) received by PID 4242", 9),
