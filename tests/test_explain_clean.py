@@ -41,33 +41,7 @@ INDEX = tomllib.loads((LOGS / "index.toml").read_text("utf-8"))["log"]
 CLEAN = [e for e in INDEX if not e["root"]]
 
 # What explain reports today on clean logs it must leave alone (log path -> what and why).
-KNOWN_WRONG: dict[str, str] = {
-    "clean/noise-torchrun-restart-raise-ok.log":
-        "root python.uncaught_exception (rank_crashed) from attempt 0's '[rank1]: RuntimeError: "
-        "PytorchStreamReader failed reading zip archive', with gloo.connection_closed and "
-        "torchrun.worker_failed (rank_crashed), though torchrun restarted the group and "
-        "attempt 1 finished",
-    "clean/noise-torchrun-restart-exit-ok.log":
-        "root model.version_mismatch (the text model, from 'rank 0: training finished after 5 "
-        "steps') over gloo.connection_closed and torchrun.worker_failed (rank_crashed) of "
-        "attempt 0, though the agent logs 'Worker group FAILED. 1/1 attempts left; will "
-        "restart worker group' and then 'worker group successfully finished'",
-    "clean/noise-handled-exception-ok.log":
-        "root python.uncaught_exception (rank_crashed) from the traceback logging.exception "
-        "printed ('RuntimeError: stack expects each tensor to be equal size'), which the loop "
-        "handled before training on",
-    "clean/noise-store-wait-retried-ok.log":
-        "root model.connection (the text model, from the retried wait's '[W ... socket.cpp:494] "
-        "[c10d] waitForInput: socket ... timed out after 1000ms') and torch.store_wait_timeout "
-        "(timeout) from the user's 'store wait failed (attempt 1/2), retrying: wait timeout'",
-    "clean/noise-torch-debug-detail-ok.log":
-        "root model.connection (the text model, from TORCH_CPP_LOG_LEVEL=INFO's '[c10d - trace] "
-        "The client socket is attempting to connect to ...')",
-    "clean/noise-lightning-ddp-progress-ok.log":
-        "no finding, but three text-model hypotheses (rank_mismatch 0.21, configuration, p2p) "
-        "from 'Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/2', Lightning's "
-        "log_every_n_steps warning and its srun hint",
-}
+KNOWN_WRONG: dict[str, str] = {}
 
 
 def problems(result: dict[str, Any]) -> list[str]:
@@ -130,3 +104,27 @@ def test_made_again_the_log_is_still_clean(made_again, name):
     text = (made_again / Path(name).name).read_text("utf-8")
     assert "rank 0: training finished" in text and "rank 1: training finished" in text
     assert problems(explain([str(made_again / Path(name).name)]).to_dict()) == []
+
+
+def test_a_failure_the_run_went_on_from_is_a_note_naming_it():
+    """torchrun restarted the group after attempt 0 raised, and attempt 1 finished: no root,
+    one note naming the raise and the completion."""
+    result = explain([str(LOGS / "clean/noise-torchrun-restart-raise-ok.log")])
+    assert result.root is None and result.hypotheses == []
+    notes = [n for n in result.notes if n.id == "explain.recovered"]
+    assert len(notes) == 1 and "went on" in notes[0].text and ":22)" in notes[0].text
+
+
+def test_a_failure_after_the_completion_is_still_the_root(tmp_path):
+    """A completion only covers what came before it: the same handled traceback, then a rank
+    that died after training finished, is a failed run."""
+    log = tmp_path / "rank0.log"
+    log.write_text((LOGS / "clean/noise-handled-exception-ok.log").read_text("utf-8") +
+                   "Traceback (most recent call last):\n"
+                   '  File "train.py", line 9, in <module>\n'
+                   "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970,"
+                   " unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version"
+                   " 2.21.5\n", "utf-8")
+    result = explain([str(log)])
+    assert result.root is not None and result.root.first.line > 24
+    assert not [n for n in result.notes if n.id == "explain.recovered"]

@@ -108,7 +108,9 @@ def explain_sources(items: list[Source], model: TextModel | None | str = SHIPPED
             reader.run(run)
     findings = run.findings.ranked(run.summary.settings)
     notes = run.notes
-    if not (findings and findings[0].root_cause) and (items or dumps):
+    if run.findings.recovered and not (findings and findings[0].root_cause):
+        run.reading = None  # the run went on from what failed: no guess at why it failed
+    elif not (findings and findings[0].root_cause) and (items or dumps):
         notes += [n for n in (unexplained_failure(run.reading), ended_without_reason(findings))
                   if n is not None]
         notes.append(COLLECT_NEXT)

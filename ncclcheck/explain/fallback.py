@@ -42,14 +42,17 @@ _FAILED = re.compile(
     r"\berr\b\s*[:=]\s*[a-z])")
 # A line that is only information or a warning the program carried on from (glog's
 # ``[W socket.cpp:601]`` / ``W0611 11:44:19`` included).
-_HARMLESS = re.compile(r"\bINFO\b|\bWARNING\b|Warning\b|deprecat|\bno errors?\b|"
+_HARMLESS = re.compile(r"(?<!=)\bINFO\b|(?<!=)\bWARNING\b|Warning\b|deprecat|\bno errors?\b|"
                        r"without errors?|\b0 (?:errors?|fail(?:ed|ures?))\b|\bsuccessfully\b|"
                        r"(?-i:^\W*\[?[WI]\d{0,4}[ \]]\S*\.(?:cpp|cc|h)\b)|"
                        # glog's warning or info stamp after a launcher's prefix:
                        # ``[rank0]:[W316 16:03:36.96 ProcessGroupNCCL.cpp:5072]``
                        r"(?-i:\[[WI]\d{0,4}[^\]\[]*\.(?:cpp|cc|h):\d+\])|"
                        # nccl-tests' column header: older releases name the last column "error"
-                       r"^\W*#.*\balgbw\b.*\bbusbw\b",
+                       r"^\W*#.*\balgbw\b.*\bbusbw\b|"
+                       # a Python warning's location (``file.py:433: It is recommended ...``),
+                       # as the warnings module and Lightning's rank_zero_warn print it
+                       r"(?-i:^\S*\.py:\d+: (?![\w.]*(?:Error|Exception)\b))",
                        re.I)
 # NCCL before 2.4 printed ``host:pid:tid [n] include/socket.h:371 WARN ...``, no "NCCL"
 _NCCL_WARN = re.compile(r"\bNCCL WARN\b|^\s*WARN\b|\.(?:cc|cu|h|cpp):\d+ WARN\b")
@@ -73,12 +76,13 @@ class ErrorCues:
     best_line: dict[Category, tuple[float, ErrorLine]] = field(default_factory=dict)
     _seen: set[str] = field(default_factory=set)
 
-    def feed(self, file: str, line: int, text: str, message: str) -> None:
+    def feed(self, file: str, line: int, text: str, message: str,
+             severity: str | None = None) -> None:
         """Score ``message`` when it is an error line (a warning or INFO line counts less)."""
         if message in self._seen or len(self._seen) >= MAX_DISTINCT:
             return
         self._seen.add(message)
-        weight = line_weight(message)
+        weight = line_weight(message, severity)
         if weight <= 0:
             return
         for category, (cue_weight, word) in line_cues(message).items():
@@ -103,9 +107,17 @@ class ErrorCues:
         return best, self.best_line[best][1]
 
 
-def line_weight(message: str) -> float:
+def line_weight(message: str, severity: str | None = None) -> float:
     """2 for a failure line (exception, error, fatal signal), 1 for an NCCL warning, 0.5 for
-    an INFO line, 0 for the rest."""
+    an INFO line, 0 for the rest. ``severity`` is a glog stamp's, peeled off the message by
+    the line parser: torch's ``[I ...]`` lines are information whatever words they hold (a
+    debug line that says "failed" while closing a loop), its ``[W ...]`` lines count as an
+    NCCL warning when they speak of a failure (a bind that failed with errno 98 is a warning
+    in torch's log, and often the only line that says why the run died)."""
+    if severity == "I":
+        return 0.5
+    if severity == "W":  # as NCCL's WARN: a failure it went on from, or one it reports
+        return 1.0 if _FAILED.search(message) else 0.0
     harmless = _HARMLESS.search(message)
     if _NCCL_WARN.search(message):
         return 1.0

@@ -42,6 +42,7 @@ class Finding:
 
     first: Hit
     count: int = 1
+    last: Hit | None = None  # the latest hit read (whether the run went on after it)
     ranks: set[int] = field(default_factory=set)
     hosts: set[str] = field(default_factory=set)
     files: set[str] = field(default_factory=set)
@@ -68,7 +69,15 @@ class Finding:
         self.count += 1
         if _earlier(hit, self.first):
             self.first = hit
+        if self.last is None or hit.order > self.last.order:
+            self.last = hit
         self._note(hit)
+
+    def recovered(self, completed: dict[str, int]) -> bool:
+        """Whether every hit of this finding came before a completion in its file (the run
+        went on after it): read from its first and latest hits."""
+        return all(hit.file in completed and 0 < hit.line < completed[hit.file]
+                   for hit in (self.first, self.last or self.first))
 
     def _note(self, hit: Hit) -> None:
         if hit.rank is not None and len(self.ranks) < MAX_KEPT:
@@ -122,17 +131,22 @@ class Findings:
 
     def __init__(self) -> None:
         self.by_id: dict[str, Finding] = {}
+        # file -> the line where the run completed after its last failure (readers/recovery.py)
+        self.recovered: dict[str, int] = {}
         self.pid_owner: dict[tuple[str, Any], tuple[int, str | None]] = {}
         self.hits = 0
+        self.last_line: dict[str, int] = {}  # file -> its latest line that any finding read
 
     def add(self, hit: Hit) -> None:
         self.hits += 1
+        if hit.line > self.last_line.get(hit.file, 0):
+            self.last_line[hit.file] = hit.line
         pid = hit.facts.get("pid")
         if pid is not None and hit.rank is not None and len(self.pid_owner) < MAX_KEPT:
             self.pid_owner.setdefault((hit.file, pid), (hit.rank, hit.host))
         found = self.by_id.get(hit.signature.id)
         if found is None:
-            found = self.by_id[hit.signature.id] = Finding(first=hit, count=1)
+            found = self.by_id[hit.signature.id] = Finding(first=hit, count=1, last=hit)
             found._note(hit)
         else:
             found.add(hit)
@@ -143,6 +157,7 @@ class Findings:
         for finding in findings:
             finding.root_cause = False
             self._complete(finding.first, settings or {})
+        findings = [f for f in findings if not f.recovered(self.recovered)]
         root, found = ordered(findings)
         if root is not None:
             root.root_cause = True

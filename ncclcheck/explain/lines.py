@@ -51,6 +51,7 @@ class LineInfo:
     host: str | None = None
     pid: int | None = None
     time: datetime | None = None
+    severity: str | None = None  # a glog stamp's I, W, E or F (torch's C++ logging)
 
 
 def parse_line(text: str, default_year: int | None = None) -> LineInfo:
@@ -74,6 +75,7 @@ def parse_line(text: str, default_year: int | None = None) -> LineInfo:
             info.time = info.time or _iso(found[kind])
         elif kind in ("clock", "clock2"):
             suffix = "2" if kind == "clock2" else ""
+            info.severity = info.severity or found["glog" + suffix]
             info.time = info.time or _glog({key: found[key + suffix]
                                             for key in ("month", "day", "clock")}, default_year)
         elif kind in ("tid", "dev"):

@@ -81,3 +81,20 @@ def words(message: str) -> list[str]:
 def normalized(line: str) -> str:
     """One line as a key: prefix stripped, words joined (two runs' same message compare equal)."""
     return " ".join(words(strip_prefix(line)))
+
+
+# A progress bar as tqdm draws it: "Epoch 1:  50%|#####     | 4/8 [00:01<00:01, 3.2it/s, loss=0.3]"
+_PROGRESS = re.compile(r"[^\r|]{0,80}?\d{1,3}%\|[^|\r]{0,120}\|[^\[\r]{0,40}\[[^\]\r]{0,200}\]|"
+                       r"[^\r|]{0,80}?: *\|[^|\r]{0,120}\| *\d+/\S* *\[[^\]\r]{0,200}\]")
+_ESCAPES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def without_progress(text: str) -> str:
+    """``text`` without the progress bars and terminal escapes a captured console holds (the
+    updates of one bar joined by carriage returns): what is left is what the line says, ""
+    for a line that was only a progress bar."""
+    if "|" not in text and "\r" not in text and "\x1b" not in text:
+        return text
+    text = _ESCAPES.sub("", text)
+    shown = [part for part in text.split("\r") if part.strip()]  # the terminal's last state
+    return _PROGRESS.sub(" ", shown[-1] if shown else "").strip()

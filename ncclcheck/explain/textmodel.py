@@ -47,7 +47,8 @@ EVIDENCE_CLASSES = 5
 _NUMBERS = re.compile(r"[0-9]+")  # the most likely classes whose evidence lines are kept
 
 
-def line_features(line: str, message: str | None = None) -> list[str]:
+def line_features(line: str, message: str | None = None,
+                  severity: str | None = None) -> list[str]:
     """The model's features of one raw log line: its words and adjacent word pairs; the
     taxonomy's cue words it holds (cues.py), as ``cue:<category>`` and, by the kind of line,
     ``cue<E|W|I>:<category>``; on an error line, its words again as ``E:<word>`` (the same
@@ -57,7 +58,7 @@ def line_features(line: str, message: str | None = None) -> list[str]:
     stripped = strip_prefix(line)
     tokens = words(stripped)
     out = tokens + [f"{a} {b}" for a, b in zip(tokens, tokens[1:])]
-    weight = line_weight(message if message is not None else line)
+    weight = line_weight(message if message is not None else line, severity)
     kind = "E" if weight >= 2 else "W" if weight >= 1 else "I" if weight > 0 else ""
     for category in line_cues(stripped):
         out.append(f"cue:{category.value}")
@@ -95,9 +96,11 @@ class LogText:
         """Whether a line shows the run failed (an exception, an error, a fatal signal)."""
         return self.failure is not None
 
-    def feed(self, file: str, line: int, text: str, message: str | None = None) -> None:
+    def feed(self, file: str, line: int, text: str, message: str | None = None,
+             severity: str | None = None) -> None:
         """Keep ``text`` (line ``line`` of ``file``) unless a line of the same words was kept;
-        ``message`` is the line as the log parser left it (see ``line_features``)."""
+        ``message`` is the line as the log parser left it, ``severity`` a glog stamp's (see
+        ``line_features``)."""
         if len(self.lines) >= MAX_LINES:
             return
         text = text.strip()[:MAX_LINE_CHARS]
@@ -110,8 +113,8 @@ class LogText:
             return
         self._seen.add(key)
         message = text if message is None else message[:MAX_LINE_CHARS]
-        self.lines.append((file, line, text, tuple(line_features(text, message))))
-        if self.failure is None and line_weight(message) >= 2:
+        self.lines.append((file, line, text, tuple(line_features(text, message, severity))))
+        if self.failure is None and line_weight(message, severity) >= 2:
             self.failure = EvidenceLine(file, line, text, 1.0)
 
     def bag(self) -> set[str]:

@@ -63,8 +63,13 @@ def read_line(run: Run, line: Line) -> None:
     if claim is not None and claim[0].claim_level != LAST_RESORT:
         return  # a signature reads the message itself (NCCL's generic results included: the
         # catalogue leaves those generic on purpose, and the context rules explain them)
+    weight_of_line = line_weight(line.info.message, line.info.severity)
     nccl_warn = "NCCL WARN" in line.info.message
-    if not nccl_warn and line_weight(line.info.message) < 2:
+    # torch's glog warning that speaks of a failure (a connect that failed with an errno): a
+    # warning, the root cause only of a run that shows nothing more
+    torch_warn = line.info.severity == "W" and weight_of_line >= 1
+    failing = weight_of_line >= 2
+    if not (nccl_warn or torch_warn or failing):
         return  # neither an error line nor NCCL's warning: nothing failed here
     known = best(line.info.message)
     if known is None or known.category in _TOLD or known.table not in _TABLES:
@@ -73,7 +78,7 @@ def read_line(run: Run, line: Line) -> None:
     facts = {"origin": _origin(known), "what": _what(known), "line": line.number,
              "component": known.component, "table": known.table, "key": known.key[:200],
              "how": known.how}
-    role = Role.CONTEXT if nccl_warn and line_weight(line.info.message) < 2 else Role.CAUSE
+    role = (Role.CAUSE if failing else Role.CONTEXT if nccl_warn else Role.WARNING)
     # The wrapper's own line read for its cause outranks the wrapper; a line nobody claimed
     # is read like the keyword cues, from one line, below the reading of the whole run.
     weight = Weight.REASONED if claim is not None else Weight.KEYWORD

@@ -4,6 +4,7 @@ scored per category; a category clearly ahead is a guess at the cause."""
 from __future__ import annotations
 
 from ncclcheck.explain.fallback import add_fallback
+from ncclcheck.explain.normalize import without_progress
 from ncclcheck.explain.readers import Reader
 from ncclcheck.explain.run import Line, Run
 
@@ -11,7 +12,10 @@ from ncclcheck.explain.run import Line, Run
 def read_line(run: Run, line: Line) -> None:
     cand = line.candidate
     if line.guessable and (cand.error or cand.gated or cand.info):
-        run.cues.feed(line.file, line.number, line.text, line.info.message)
+        text = without_progress(line.text)
+        if text:  # a progress bar says nothing
+            run.cues.feed(line.file, line.number, text, without_progress(line.info.message),
+                          line.info.severity)
 
 
 def read_run(run: Run) -> None:

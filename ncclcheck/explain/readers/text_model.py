@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ncclcheck.explain.lines import parse_line
 from ncclcheck.explain.model_reading import add_model_reading
+from ncclcheck.explain.normalize import without_progress
 from ncclcheck.explain.printers import printed_by_launcher
 from ncclcheck.explain.readers import Reader
 from ncclcheck.explain.run import Line, Run
@@ -26,10 +27,14 @@ def read_line(run: Run, line: Line) -> None:
     cand = line.candidate
     if not line.guessable:
         return
-    if line.info.message.startswith(TRACEBACK):
-        state["held"] = (line.number, line.text, line.info.message)
+    text, message = without_progress(line.text), without_progress(line.info.message)
+    if not text:
+        return  # a progress bar says nothing
+    if message.startswith(TRACEBACK):
+        state["held"] = (line.number, text, message, line.info.severity)
     elif cand.error or cand.info or cand.context:  # never for the gate alone: the model
-        run.text.feed(line.file, line.number, line.text, line.info.message)  # reads the same with any engine
+        # reads the same lines with any engine
+        run.text.feed(line.file, line.number, text, message, line.info.severity)
 
 
 def read_file_end(run: Run, file: str, edges: list[tuple[int, str]]) -> None:
@@ -39,16 +44,20 @@ def read_file_end(run: Run, file: str, edges: list[tuple[int, str]]) -> None:
         run.text.feed(file, *held)
     unguessed = run.state.get(("unguessed", file), set())
     held = None
-    for number, text in edges:
-        message = parse_line(text).message
+    for number, raw in edges:
+        text = without_progress(raw)
+        if not text:
+            continue
+        info = parse_line(text)
+        message = info.message
         guessable = number not in unguessed and not printed_by_launcher(text, message)
         if held is not None and guessable:
             run.text.feed(file, *held)
         held = None
         if guessable and message.startswith(TRACEBACK):
-            held = (number, text, message)
+            held = (number, text, message, info.severity)
         elif guessable:
-            run.text.feed(file, number, text, message)
+            run.text.feed(file, number, text, message, info.severity)
     if held is not None:
         run.text.feed(file, *held)
 
