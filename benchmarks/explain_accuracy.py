@@ -120,6 +120,9 @@ def score(entries: list[dict], folder: Path, show_misses: bool,
             blind[key] += 1
             if e["category"]:
                 blind["right"] += read[e["path"]] == e["category"]
+                if e.get("deciding_line", "x"):
+                    blind["shown_logs"] += 1
+                    blind["shown_right"] += read[e["path"]] == e["category"]
             else:
                 blind["alarms"] += read[e["path"]] != ""
     right, confusion, misses = 0, Counter(), []
@@ -158,6 +161,11 @@ def report(name: str, result: dict) -> None:
         print(f"{'':<10}   on the {n_shown} logs with a deciding line: {shown['right']}/{n_shown}"
               f" = {share:.1f}%; on the {n - n_shown} showing only a generic error or none: "
               f"{result['right'] - shown['right']}/{n - n_shown}")
+        blind = result["blind"]
+        if blind["shown_logs"]:
+            print(f"{'':<10}   the blind reading on the same {blind['shown_logs']} logs: "
+                  f"{blind['shown_right']}/{blind['shown_logs']} = "
+                  f"{100.0 * blind['shown_right'] / blind['shown_logs']:.1f}%")
     blind = result["blind"]
     if blind["failing"]:
         share = 100.0 * blind["right"] / blind["failing"]

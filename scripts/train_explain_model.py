@@ -36,6 +36,7 @@ from ncclcheck.explain.engine import explain  # noqa: E402
 from ncclcheck.explain.arbiter import standing_key  # noqa: E402
 from ncclcheck.explain.model_reading import leaves_open  # noqa: E402
 from ncclcheck.explain.normalize import normalized  # noqa: E402
+from ncclcheck.explain.lines import parse_line  # noqa: E402
 from ncclcheck.explain.textmodel import (  # noqa: E402
     CLEAN, MODEL_FILE, NONE, line_features, mixed)
 
@@ -92,8 +93,14 @@ def catalogue_examples() -> list[tuple[list[str], str]]:
     """Every signature's example message with its category: the message formats of NCCL,
     torch and the launchers as their sources print them, which the dev logs show only some of.
     Warnings are left out (a run carries on after one)."""
-    return [(line_features(sig.example), sig.category.value) for sig in load_catalogue().signatures
+    return [(_features(sig.example), sig.category.value) for sig in load_catalogue().signatures
             if sig.example and not sig.warning]
+
+
+def _features(line: str) -> list[str]:
+    """A line's features as explain reads them: its prefixes peeled off by the line parser."""
+    info = parse_line(line)
+    return line_features(line, info.message, info.severity)
 
 
 def fit(bags: list[list[str]], labels: list[str], c: float,

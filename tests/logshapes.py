@@ -157,7 +157,7 @@ CONSEQUENCES = (
     "GLHF! \U0001f3d6\ufe0f",
     # world/dev/c5-022-lm-eval-harness-gsm8k-multigpu-watchdog-allreduce-timeout.log
     "[rank{rank}]:[E ProcessGroupNCCL.cpp:474] [Rank {rank}] Watchdog caught collective "
-    "operation timeout: WorkNCCL(SeqNum=3, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+    "operation timeout: WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn=1, NumelOut=1, "
     "Timeout(ms)=1800000) ran for 1800668 milliseconds before timing out.",
     # world/dev/c8-039-remote-peer-closed-but-rank3-cuda-oom-in-nccl-alloc.log (hosts renamed)
     "worker-{rank}:3063025:3066048 [0] misc/socket.cc:49 NCCL WARN socketProgress: "
@@ -171,13 +171,20 @@ CONSEQUENCES = (
 )
 
 
+_WORK = re.compile(r"WorkNCCL\(SeqNum=(\d+), OpType=(\w+)")
+
+
 def interleave(text: str, rank: int | None = None) -> str:
     """CONSEQUENCES spread evenly between the log's lines, each from another rank than the
-    log's (the NCCL version the log names, where it names one)."""
+    log's: the NCCL version the log names, where it names one, and the collective its own
+    watchdog names (the others' watchdogs of the same failure wait on the same collective;
+    one that names another sequence number is a desync, a different story)."""
     lines = split(text)
     own = named_rank(text) if rank is None else rank
     others = [r for r in range(1, 16) if r != own]
     version = nccl_version(text) or "2.21.5"
+    work = _WORK.search(text)
+    seq, op = work.groups() if work else ("3", "ALLREDUCE")
     step = max(1, len(lines) // (len(CONSEQUENCES) + 1))
     out: list[str] = []
     queue = list(enumerate(CONSEQUENCES))
@@ -185,8 +192,10 @@ def interleave(text: str, rank: int | None = None) -> str:
         out.append(line)
         if queue and n % step == 0:
             i, template = queue.pop(0)
-            out.append(template.format(rank=others[i], peer=others[i - 1], version=version))
-    out += [t.format(rank=others[i], peer=others[i - 1], version=version) for i, t in queue]
+            out.append(template.format(rank=others[i], peer=others[i - 1], version=version,
+                                       seq=seq, op=op))
+    out += [t.format(rank=others[i], peer=others[i - 1], version=version, seq=seq, op=op)
+            for i, t in queue]
     return join(out)
 
 

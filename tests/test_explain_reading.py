@@ -103,3 +103,38 @@ def test_full_width_lines_of_one_repeated_format_are_not_a_wrap():
                      f"{i % 8} nranks 8 cudaDev {i % 8} busId 1b000 commId 0x9b2d - Init COMPLETE")
         lines.append(f"Epoch {i % 4}:  45%|####5     | 450/1000 [01:23<01:40, loss=0.231]")
     assert wrap_width(("\n".join(lines) + "\n").encode(), complete=True) is None
+
+
+def test_one_line_cut_at_80_columns_is_rejoined(tmp_path):
+    """A short paste whose one long line a terminal cut at 80 columns: NCCL's own message."""
+    message = ("node1:2811:2811 [0] include/socket.h:344 NCCL WARN Socket creation failed : "
+               "Address family not supported by protocol")
+    log = tmp_path / "pasted.log"
+    log.write_text(message[:80] + "\n" + message[80:] + "\n", "utf-8")
+    assert wrap_width(log.read_bytes(), complete=True) == 80
+    root = explain([str(log)]).root
+    assert root is not None and root.signature.category.value == "interface"
+    assert root.first.line == 1
+
+
+def test_columns_not_bytes_decide_the_width(tmp_path):
+    """A tab takes a terminal to the next multiple of 8 and a UTF-8 character one column: a
+    capture cut at 80 columns has pieces of 80 columns, whatever their bytes."""
+    from ncclcheck.explain.reflow import columns
+    head = "2023-04-07 13:08:55\tWARNING the grad norm ‖g of step {} is "
+    lines = []
+    for step in (1, 2):
+        first = head.format(step)
+        first += "x" * (80 - columns(first.encode()))
+        lines += [first, f"and more of step {step} without an indent"]
+    assert [len(line.encode()) for line in lines[::2]] != [80, 80]
+    assert [columns(line.encode()) for line in lines[::2]] == [80, 80]
+    assert wrap_width(("\n".join(lines) + "\n").encode(), complete=True) == 80
+
+
+def test_80_wide_rows_of_one_table_are_not_joined():
+    """nccl-tests' rank table: rows that happen to be 80 wide, each followed by another row."""
+    rows = ["#   Rank  0 Pid   1320 on ip-172-31-20-228 device  0 [0x00] Tesla V100-SXM2-16GB",
+            "#   Rank  1 Pid   2066 on ip-172-31-22-230 device  0 [0x00] Tesla V100-SXM2-16GB"]
+    assert all(len(row) == 80 for row in rows)
+    assert wrap_width(("\n".join(rows) + "\n").encode(), complete=True) is None

@@ -10,9 +10,11 @@ wins and never one of its consequences:
    the text model's reading then the keyword cues (they read the whole run for why, but
    neither a launcher's report nor a line a signature knows as a consequence: engine.py);
    the consequences (a peer's absence, a watchdog that waited in vain), which only say that
-   something failed elsewhere; a launcher's report that a worker exited with an error code or
-   aborted (its own output says why); warnings; and what a launcher did afterwards (stop the
-   survivors), which is never the root cause. A crash or an outside kill a launcher reports is
+   something failed elsewhere; warnings that name a cause (a connect refused with an errno);
+   a launcher's report that a worker exited with an error code or aborted (its own output
+   says why: when the run shows a failure line of its own that no reader could name, the
+   report is not the root cause either, the failure is unexplained); and what a launcher did
+   afterwards (stop the survivors), which is never the root cause. A crash or an outside kill a launcher reports is
    a failure of its own, a weak cause.
 2. **Time**: within a standing, the earliest failure across ranks and files, when every
    candidate carries a timestamp (torchrun's own report names its "Root Cause (first observed
@@ -45,8 +47,8 @@ STANDING: tuple[tuple[Role, Weight | None], ...] = (
     (Role.CAUSE, Weight.MODEL),
     (Role.CAUSE, Weight.KEYWORD),
     (Role.CONSEQUENCE, None),
-    (Role.REPORT, None),
     (Role.WARNING, None),
+    (Role.REPORT, None),
     (Role.AFTERMATH, None),   # shown, never the root cause (evidence.NEVER_ROOT)
     (Role.CONTEXT, None),     # explains a generic failure, never stands alone
 )
@@ -68,11 +70,13 @@ def standing(finding) -> int:
     return _RANK.get(key, _RANK[(Role.CAUSE, Weight.WEAK)])
 
 
-def choose_root(findings: Iterable) -> object | None:
-    """The root cause among ``findings`` (Finding objects), or None when none may be one (only
-    launchers' reports of a death and what they did after it)."""
+def choose_root(findings: Iterable, failure_shown: bool = False) -> object | None:
+    """The root cause among ``findings`` (Finding objects), or None when none may be one (what
+    launchers did after a death, context facts; a launcher's report of a death when the run
+    shows a failure line of its own that nothing read: ``failure_shown``)."""
     findings = list(findings)
-    eligible = [f for f in findings if f.role not in NEVER_ROOT]
+    never = NEVER_ROOT | {Role.REPORT} if failure_shown else NEVER_ROOT
+    eligible = [f for f in findings if f.role not in never]
     if not eligible:
         return None
     best = min(standing(f) for f in eligible)
@@ -98,21 +102,26 @@ def _first(candidates: list) -> object:
     """Among evidence of one standing: the earliest when every one is timed; else, for causes,
     by declared priority (a message that names more before one that names less), and for
     consequences by reading order (the first consequence printed is the nearest to the failure
-    they follow), a generic one (NCCL's "remote process exited") after those that say more."""
+    they follow; of its category, the one that says most), a generic one (NCCL's "remote
+    process exited") after those that say more."""
     if all(f.first.time is not None for f in candidates):
         return min(candidates, key=lambda f: (f.first.time, -f.signature.priority,
                                               f.first.order))
     if candidates[0].role is not Role.CAUSE:
-        return min(candidates, key=lambda f: (is_generic(f.signature, f.first.text),
-                                              -f.signature.priority, f.first.order))
+        nearest = min(candidates, key=lambda f: (is_generic(f.signature, f.first.text),
+                                                 f.first.order))
+        alike = [f for f in candidates if f.signature.category == nearest.signature.category
+                 and is_generic(f.signature, f.first.text) == is_generic(nearest.signature,
+                                                                         nearest.first.text)]
+        return min(alike, key=lambda f: (-f.signature.priority, f.first.order))
     return min(candidates, key=lambda f: (-f.signature.priority, f.first.order))
 
 
-def ordered(findings: Iterable) -> tuple[object | None, list]:
+def ordered(findings: Iterable, failure_shown: bool = False) -> tuple[object | None, list]:
     """(the root cause or None, then every finding: the root first, the rest by standing,
-    priority and reading order)."""
+    priority and reading order); ``failure_shown`` as for choose_root."""
     findings = list(findings)
-    root = choose_root(findings)
+    root = choose_root(findings, failure_shown)
     rest = sorted((f for f in findings if f is not root),
                   key=lambda f: (standing(f), -f.signature.priority, f.first.order))
     return root, (rest if root is None else [root, *rest])

@@ -136,6 +136,8 @@ class Findings:
         self.pid_owner: dict[tuple[str, Any], tuple[int, str | None]] = {}
         self.hits = 0
         self.last_line: dict[str, int] = {}  # file -> its latest line that any finding read
+        # a failure line no launcher printed and no signature claimed (readers/text_model.py)
+        self.failure_shown = False
 
     def add(self, hit: Hit) -> None:
         self.hits += 1
@@ -158,7 +160,7 @@ class Findings:
             finding.root_cause = False
             self._complete(finding.first, settings or {})
         findings = [f for f in findings if not f.recovered(self.recovered)]
-        root, found = ordered(findings)
+        root, found = ordered(findings, self.failure_shown)
         if root is not None:
             root.root_cause = True
         # A guess (the text model's reading, the keyword cues) is shown only where it is the

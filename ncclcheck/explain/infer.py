@@ -146,6 +146,9 @@ CAUSE_RULES: dict[str, Callable[[Signature, LogContext, Failure], Found | None]]
 }
 
 
+MAX_EXPLAINED = 8  # failures, in the arbiter's order, that a context fact may explain
+
+
 def add_inferred(hits: Findings, context: LogContext, settings: dict[str, str] | None = None,
                  catalogue: Catalogue | None = None) -> None:
     """Add the findings the context supports to ``hits`` (before ranking); the rules' and the
@@ -157,16 +160,17 @@ def add_inferred(hits: Findings, context: LogContext, settings: dict[str, str] |
         if found is not None and sig.id not in hits.by_id:
             facts, where = found
             hits.add(_hit(sig, facts, where, None, hits.hits))
-    ranked = hits.ranked(settings)
-    if not ranked:
-        return
-    failed = ranked[0].first  # what stands first so far (a launcher's report, at worst)
-    inferred = infer_cause(context, failed, catalogue)
-    if inferred is not None:
-        sig, facts, source = inferred
-        if sig.explains:  # a cause read from the failure's own facts and a context line
-            facts = {**failed.facts, **facts}
-        hits.add(_hit(sig, facts, source, failed, failed.order))
+    # What stands first so far (a launcher's report, at worst), else the next failure down:
+    # other ranks' consequences printed first do not hide the failure a context fact explains.
+    for finding in hits.ranked(settings)[:MAX_EXPLAINED]:
+        failed = finding.first
+        inferred = infer_cause(context, failed, catalogue)
+        if inferred is not None:
+            sig, facts, source = inferred
+            if sig.explains:  # a cause read from the failure's own facts and a context line
+                facts = {**failed.facts, **facts}
+            hits.add(_hit(sig, facts, source, failed, failed.order))
+            return
 
 
 def infer_cause(context: LogContext, failed: Hit | None = None,

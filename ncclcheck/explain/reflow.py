@@ -17,6 +17,7 @@ from typing import BinaryIO, Callable
 HEAD = 1 << 20      # bytes looked at to decide whether a file is wrapped
 MIN_WIDTH = 60      # narrower "wraps" are more likely a column of short lines
 MIN_WRAPPED = 2     # lines of exactly the width needed to call a file wrapped
+TERMINAL = 80       # a terminal's and fold's default width: one line cut there is enough
 _DIGITS = re.compile(rb"\d+")
 SHAPE = 24          # leading bytes that tell one line format from another
 # How a new log record begins; a line that begins so is never the tail of a wrapped one.
@@ -30,7 +31,7 @@ def wrap_width(head: bytes, complete: bool) -> int | None:
     lines = head.split(b"\n")
     if not complete:
         lines = lines[:-1]  # the last piece may be a line cut by the read
-    lengths = [len(line.rstrip(b"\r")) for line in lines]
+    lengths = [columns(line.rstrip(b"\r")) for line in lines]
     if not lengths:
         return None
     width = max(lengths)
@@ -40,8 +41,34 @@ def wrap_width(head: bytes, complete: bool) -> int | None:
                if n == width and _wrappable(lines[i]) and _continues(lines[i + 1])]
     # Pieces of wrapped text differ; full-width lines of one repeated format (NCCL's "comm ...
     # Init COMPLETE" with single-digit ranks) are a format, not a wrap.
-    shapes = {_DIGITS.sub(b"0", lines[i][:SHAPE]) for i in wrapped}
-    return width if len(wrapped) >= MIN_WRAPPED and len(shapes) >= MIN_WRAPPED else None
+    shapes = {_shape(lines[i]) for i in wrapped}
+    if len(wrapped) >= MIN_WRAPPED and len(shapes) >= MIN_WRAPPED:
+        return width
+    # At the terminal's width, pieces of one format are wrapped too when what follows each is
+    # not the same format again (two NCCL WARN lines cut at 80, not a table of 80-wide rows)
+    if width == TERMINAL and len(wrapped) >= MIN_WRAPPED and all(
+            _shape(lines[i + 1]) != _shape(lines[i]) for i in wrapped):
+        return width
+    # A short paste cut once at the terminal's width, mid-text: the rest starts at column 0
+    # with no indent (a traceback's code line, a table's next row would be indented or a record)
+    once = [i for i in wrapped if width == TERMINAL and not lines[i + 1][:1].isspace()
+            and _shape(lines[i + 1]) != _shape(lines[i])]
+    return width if len(wrapped) == len(once) == 1 else None
+
+
+def _shape(line: bytes) -> bytes:
+    return _DIGITS.sub(b"0", line[:SHAPE])
+
+
+def columns(line: bytes) -> int:
+    """The columns ``line`` takes on a terminal: a tab to the next multiple of 8, a UTF-8
+    character one column (a wrapped capture is cut by columns, not bytes)."""
+    if b"\t" not in line and line.isascii():
+        return len(line)
+    column = 0
+    for char in line.decode("utf-8", "replace"):
+        column = column + 8 - column % 8 if char == "\t" else column + 1
+    return column
 
 
 def _continues(line: bytes) -> bool:
@@ -100,7 +127,7 @@ class _Reflowed:
                 out.append(self._emit(self._pieces))  # a full-width line that was not wrapped
                 self._pieces = []
             body = line.rstrip(b"\r")
-            if len(body) == self._width and _wrappable(body):
+            if columns(body) == self._width and _wrappable(body):
                 self._pieces.append(body)
                 continue
             out.append(self._emit(self._pieces + [line]))

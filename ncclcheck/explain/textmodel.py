@@ -53,9 +53,10 @@ def line_features(line: str, message: str | None = None,
     taxonomy's cue words it holds (cues.py), as ``cue:<category>`` and, by the kind of line,
     ``cue<E|W|I>:<category>``; on an error line, its words again as ``E:<word>`` (the same
     word weighs differently in an error than in an INFO line). ``message`` is the line as the
-    log parser left it (a logger's severity, such as glog's ``[W file.cpp:12]``, still on it),
-    which says what kind of line it is."""
-    stripped = strip_prefix(line)
+    log parser left it (launchers' and collectors' prefixes peeled off by lines.py, so that a
+    tee's clock or a pod's name add no words), which with ``severity`` says what kind of line
+    it is."""
+    stripped = strip_prefix(message if message is not None else line)
     tokens = words(stripped)
     out = tokens + [f"{a} {b}" for a, b in zip(tokens, tokens[1:])]
     weight = line_weight(message if message is not None else line, severity)

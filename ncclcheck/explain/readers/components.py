@@ -65,8 +65,9 @@ def read_line(run: Run, line: Line) -> None:
         # catalogue leaves those generic on purpose, and the context rules explain them)
     weight_of_line = line_weight(line.info.message, line.info.severity)
     nccl_warn = "NCCL WARN" in line.info.message
-    # torch's glog warning that speaks of a failure (a connect that failed with an errno): a
-    # warning, the root cause only of a run that shows nothing more
+    # torch's glog warning that speaks of a failure (a connect that failed with an errno, a
+    # bind refused): what failed, read from one line like the keyword cues (a run that went on
+    # after it completed, readers/recovery.py)
     torch_warn = line.info.severity == "W" and weight_of_line >= 1
     failing = weight_of_line >= 2
     if not (nccl_warn or torch_warn or failing):
@@ -78,7 +79,7 @@ def read_line(run: Run, line: Line) -> None:
     facts = {"origin": _origin(known), "what": _what(known), "line": line.number,
              "component": known.component, "table": known.table, "key": known.key[:200],
              "how": known.how}
-    role = (Role.CAUSE if failing else Role.CONTEXT if nccl_warn else Role.WARNING)
+    role = Role.CONTEXT if nccl_warn and not failing else Role.CAUSE
     # The wrapper's own line read for its cause outranks the wrapper; a line nobody claimed
     # is read like the keyword cues, from one line, below the reading of the whole run.
     weight = Weight.REASONED if claim is not None else Weight.KEYWORD

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ncclcheck.catalogue import Signature
+from ncclcheck.catalogue import LAST_RESORT, Signature
 from ncclcheck.explain.excerpt import excerpt
 from ncclcheck.explain.findings import Hit
 from ncclcheck.explain.lines import LineInfo, stamp_in
@@ -34,7 +34,10 @@ def read_line(run: Run, line: Line) -> None:
     above = state.get("above")
     if matched is None and line.candidate.continues and above is not None:
         matched = run.matcher.match_continued(above, message)
-    state["above"] = message
+    # a message a signature read on its own line is whole: the line below is not its rest
+    # (a last resort, an exception no signature knows, may still go on to name its cause)
+    whole = matched is not None and matched[0].claim_level != LAST_RESORT
+    state["above"] = None if whole else message
     if matched is None:
         return
     sig, facts = matched

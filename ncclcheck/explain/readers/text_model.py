@@ -4,7 +4,8 @@ reading is a guess at the cause (model_reading.py).
 
 It reads the guessable lines (printed_by.py) that the scanner hands on as errors, NCCL INFO or
 context, and each file's first and last lines. A traceback's header is held until the next
-line says whose traceback it is: torchrun's own (its ChildFailedError report) is left out.
+line says whose traceback it is: torchrun's own (its ChildFailedError report) is left out
+(another rank's line printed in between does not decide).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ def read_line(run: Run, line: Line) -> None:
     held = state.pop("held", None)
     if held is not None and line.guessable:
         run.text.feed(line.file, *held)
+    elif held is not None and not printed_by_launcher(line.text, line.info.message):
+        state["held"] = held  # another rank's consequence in between: still undecided
     cand = line.candidate
     if not line.guessable:
         return
@@ -50,10 +53,12 @@ def read_file_end(run: Run, file: str, edges: list[tuple[int, str]]) -> None:
             continue
         info = parse_line(text)
         message = info.message
-        guessable = number not in unguessed and not printed_by_launcher(text, message)
+        launcher = printed_by_launcher(text, message)
+        guessable = number not in unguessed and not launcher
         if held is not None and guessable:
             run.text.feed(file, *held)
-        held = None
+        if guessable or launcher:
+            held = None  # decided (else another rank's consequence came in between)
         if guessable and message.startswith(TRACEBACK):
             held = (number, text, message, info.severity)
         elif guessable:
@@ -63,6 +68,7 @@ def read_file_end(run: Run, file: str, edges: list[tuple[int, str]]) -> None:
 
 
 def read_run(run: Run) -> None:
+    run.findings.failure_shown = run.text.failed  # the arbiter's reason to doubt a report
     if run.model is not None:
         run.reading = run.model.read(run.text)
     add_model_reading(run.findings, run.reading)
