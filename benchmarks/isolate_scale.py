@@ -60,7 +60,7 @@ def run(mode: str, n: int, slow: set[int], links: set[tuple[int, int]],
     rng = random.Random(seed)
     wall = 0.0
 
-    def measure(index: int, rnd: Round) -> tuple[list[PairTest], float]:
+    def measure(index: int, rnd: Round, share: float) -> tuple[list[PairTest], float]:
         nonlocal wall
         tests = []
         for a, b in rnd.pairs:
