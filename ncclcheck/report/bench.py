@@ -55,7 +55,11 @@ def bench_table(bench: dict[str, Any]) -> str:
         lines.append(f"# Peak bus bandwidth   : {peak['busbw_gbps']:g} at {peak['bytes']} bytes")
     reference = bench.get("reference")
     if reference:
-        lines.append(f"# Reference busbw      : {reference['busbw_gbps']:g} ({reference['title']})")
+        size = f" at {reference['bytes']} bytes" if reference.get("bytes") else ""
+        share = (f"; this run {reference['share']:.0%} of it" if reference.get("share") is not None
+                 else "")
+        lines.append(f"# Expected busbw       : {reference['busbw_gbps']:g} "
+                     f"({reference['title']}{size}){share}")
     lines.append("#")
     if bench.get("isolate"):
         lines += isolate_lines(bench["isolate"])
