@@ -95,7 +95,9 @@ def test_ras_crash_warns_with_its_fix_release_and_source_unless_ras_is_off():
     assert "NCCL_RAS_ENABLE=0" in result.fix and "2.27.3" in result.fix
     off = known_issue_results(load(), scene(versions={"nccl": (2, 26, 2)}, ras=False))
     assert off.status is Status.PASS
-    assert "nccl.ras_report_race" in off.summary  # affected, but its condition does not hold
+    assert off.details["conditions_not_met"] == [  # affected, but its condition does not hold
+        "nccl.ras_report_race (only with NCCL's RAS on (the default since 2.24))"]
+    assert "1 more affect these releases only under conditions" in off.summary
 
 
 def test_in_process_restart_on_2_28_3_warns_only_where_it_is_installed():
@@ -239,6 +241,6 @@ def test_nccl_2_28_3_from_its_wheel_warns_and_the_newest_passes(tmp_path):
     assert "fixed in 2.28.9" in known["summary"] and issue["sources"][0] in known["summary"]
     without = nccl_json(lib)["nccl.known_issues"]  # no in-process restart: nothing applies
     assert without["status"] == "pass"
-    assert "nccl.inprocess_restart_segfault" in without["summary"]
+    assert without["details"]["conditions_not_met"][0].startswith("nccl.inprocess_restart")
     newest = nccl_json(None, restart)
     assert newest["nccl.known_issues"]["status"] == "pass", newest["nccl.known_issues"]

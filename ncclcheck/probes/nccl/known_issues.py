@@ -204,8 +204,8 @@ def known_issue_results(table: KnownIssues, scene: Scene,
                                "conditions_not_met": dormant}
     if not found and not renamed:
         what = ", ".join(f"{lib} {v}" for lib, v in compared.items()) or "no library version read"
-        asleep = (f"; affected but its conditions do not hold here: {', '.join(dormant)}"
-                  if dormant else "")
+        asleep = (f"; {len(dormant)} more affect these releases only under conditions that "
+                  "do not hold here, details.conditions_not_met" if dormant else "")
         return passed(KNOWN, f"no known issue applies ({what}; {len(table.issues)} entries "
                       f"compared{asleep})", **details)
     parts = [f"{e['library']} {e['version']}: {e['title']} ({e['symptom']}"
