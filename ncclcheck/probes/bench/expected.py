@@ -4,9 +4,11 @@ nccl-tests users keep asking whether their busbw is normal; the answer is a publ
 for the same GPUs and fabric (ncclcheck/bench/expected_busbw.toml, each row with its sources).
 The check shows the share of it the sweep reached and fails below --min-share, whose default
 is the row's source's own pass mark. It compares like with like: at the figure's message size
-when the sweep reached it; a sweep that stopped short is compared at its peak and at most
-warns, naming the size to rerun with. No figure describes Gloo on the CPU, one GPU, or
-hardware the table does not know: then the check is skipped and says why.
+when the sweep reached it. A sweep that stopped short (``run``'s quick sweep ends at 64 MB) is
+compared at its peak and never fails: it warns only when the peak is below half the share
+needed (broken whatever the size), and otherwise passes naming the size to rerun with. No
+figure describes Gloo on the CPU, one GPU, or hardware the table does not know: then the
+check is skipped and says why.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ EXPECTED = CheckSpec(
     fails_when="the busbw at the expected figure's message size is below --min-share of it "
                "(default: the figure's source's pass mark, docs/bench.md)",
     warns_when="the sweep stopped below the figure's message size and its peak is below "
-               "--min-share of the figure",
+               "half of --min-share of the figure",
     doc="Skipped, with the reason, on Gloo (CPU), on one rank, and on hardware the table of "
         "expected figures does not know. The category points at the likely cause: p2p "
         "within a node, net_plugin across nodes.",
@@ -60,8 +62,13 @@ def expected_check(hw: Hardware, rows: list[SizeRow], world_size: int,
     said = (f"{got.measured_gbps:.3g} GB/s busbw at {format_size(got.at_bytes)} is "
             f"{got.share:.0%} of the {ref.busbw_gbps:g} GB/s expected of {ref.title}"
             + (f" at {format_size(ref.nbytes)}" if ref.nbytes else ""))
+    rerun = (f"the sweep stopped at {format_size(got.at_bytes)}, below the figure's message "
+             f"size: run bench --max-bytes {format_size(ref.nbytes).replace(' ', '')} to "
+             "compare like with like")
     if got.share >= share:
         return passed(EXPECTED, f"{said} (at least {share:g} needed)", **details)
+    if not got.like_for_like and got.share >= share / 2:
+        return passed(EXPECTED, f"{said}; not judged: {rerun}", **details)
     category = Category.P2P if hw.nodes <= 1 else Category.NET_PLUGIN
     cause = ("Check GPU peer-to-peer: NCCL_P2P_DISABLE and NCCL_P2P_LEVEL unset, "
              "`nvidia-smi topo -m` shows NV# links, IOMMU/ACS off; then the GPUs' clocks "
@@ -71,10 +78,8 @@ def expected_check(hw: Hardware, rows: list[SizeRow], world_size: int,
              "right devices; then run bench --isolate nodes to find a slow node")
     source = f" Figure from {ref.sources[0]}." if ref.sources else ""
     if not got.like_for_like:
-        return warned(EXPECTED, f"{said}, below {share:g} of it; the sweep stopped at "
-                      f"{format_size(got.at_bytes)}, below the figure's message size",
-                      f"Rerun with --max-bytes {format_size(ref.nbytes).replace(' ', '')} to "
-                      f"compare like with like. {cause}.{source}", category, **details)
+        return warned(EXPECTED, f"{said}, below half of the {share:g} needed even though "
+                      f"{rerun}", f"{cause}.{source}", category, **details)
     return failed(EXPECTED, f"{said}, below --min-share {share:g}", f"{cause}.{source}",
                   category, **details)
 

@@ -89,8 +89,8 @@ def read_torch() -> TorchInstall:
                 data += b"\0" + elf.section_bytes(".rodata")
         except (ElfError, OSError):
             continue
-    names = {r.new for r in load().renames if r.library == "torch"} | {
-        r.old for r in load().renames if r.library == "torch"}
+    names = {n for r in load().renames if r.library == "torch" for n in (r.old, r.new)}
+    # bytes.find per name: a dozen memchr-speed scans beat one regex pass over ~20 MB
     found = frozenset(n for n in names if f"\0{n}\0".encode() in data) if data else None
     return TorchInstall(version, found)
 
