@@ -4,9 +4,12 @@ The rounds and the verdict are ncclcheck's own (ncclcheck.bench.isolate); the pa
 modelled, since thousands of nodes cannot be had here. The model, per pair test: two nodes of
 8 GPUs (16 ranks), a 1 GiB all-reduce, 2 warm-up iterations, a synchronising one and 5 timed
 ones at the pair's busbw (healthy 40 GB/s, less up to 5% noise; a slow node 25% of that, a slow
-link 30%). Per round on top of the slowest pair: 1 s to create the subgroups' communicators,
-the store traffic (every rank reads the plan and writes its time: 16 x N operations at 50,000
-per second) and N/2 new_group calls per rank at 30 us each.
+link 30%, and a link 1,000 times below a healthy pair). Per round on top of the slowest pair:
+1 s to create the subgroups' communicators, the store traffic (every rank reads the plan and
+writes its time: 16 x N operations at 50,000 per second) and N/2 new_group calls per rank at
+30 us each. Pairs are time-bounded as bench's are: a pair measures for at most the round's
+share of the time left (--timeout) less the round's set-up, never less than three healthy
+tests; the 1,000x link is measured within its budget instead of running its whole test.
 
     python benchmarks/isolate_scale.py                    # 64, 256, 1024, 4096 nodes
     python benchmarks/isolate_scale.py --smoke            # 16 and 32 nodes: a second or two
@@ -45,34 +48,43 @@ def round_overhead(n: int) -> float:
     return SETUP_S + 2 * (RANKS_PER_PAIR // 2) * n / STORE_OPS_PER_S + n / 2 * NEW_GROUP_S
 
 
-def scenarios(n: int, rng: random.Random) -> dict[str, tuple[set[int], set[tuple[int, int]]]]:
+Scenario = tuple[set[int], set[tuple[int, int]], float]  # slow nodes, slow links, link factor
+
+
+def scenarios(n: int, rng: random.Random) -> dict[str, Scenario]:
     several = set(rng.sample(range(n), max(4, n // 100)))
     a, b = rng.sample(range(n), 2)
-    return {"one slow node": ({rng.randrange(n)}, set()),
-            "several slow": (several, set()),
-            "one slow link": (set(), {pair(a, b)})}
+    c, d = rng.sample(range(n), 2)
+    return {"one slow node": ({rng.randrange(n)}, set(), 0.3),
+            "several slow": (several, set(), 0.3),
+            "one slow link": (set(), {pair(a, b)}, 0.3),
+            "link 1000x": (set(), {pair(c, d)}, 0.001)}
 
 
-def run(mode: str, n: int, slow: set[int], links: set[tuple[int, int]],
-        seed: int) -> tuple[int, int, float, float, bool]:
+def run(mode: str, n: int, scenario: Scenario, seed: int,
+        timeout: float) -> tuple[int, int, float, float, bool]:
     """Rounds, pair tests, modelled wall seconds, seconds spent planning and judging, and
     whether exactly the culprits were named."""
+    slow, links, link_factor = scenario
     rng = random.Random(seed)
     wall = 0.0
 
-    def measure(index: int, rnd: Round) -> tuple[list[PairTest], float]:
+    def measure(index: int, rnd: Round, share: float) -> tuple[list[PairTest], float]:
         nonlocal wall
+        budget = max(share - round_overhead(n), 3 * pair_seconds(HEALTHY_GBPS))
         tests = []
         for a, b in rnd.pairs:
-            factor = 0.25 if a in slow or b in slow else 0.3 if pair(a, b) in links else 1.0
+            factor = (0.25 if a in slow or b in slow else link_factor if pair(a, b) in links
+                      else 1.0)
             busbw = HEALTHY_GBPS * factor * (1 - rng.uniform(0, 0.05))
-            tests.append(PairTest(a, b, busbw, index, rnd.reference, pair_seconds(busbw)))
+            tests.append(PairTest(a, b, busbw, index, rnd.reference,
+                                  min(pair_seconds(busbw), budget)))
         seconds = round_overhead(n) + max(t.time_s for t in tests)
         wall += seconds
         return tests, seconds
 
     started = time.process_time()
-    iso = isolate(mode, n, measure)
+    iso = isolate(mode, n, measure, time_left=lambda: timeout - wall)
     cpu = time.process_time() - started
     verdict = iso.verdict
     # nodes mode names nodes only; a slow link is links mode's to name
@@ -94,6 +106,8 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, nargs="+", default=[64, 256, 1024, 4096])
     parser.add_argument("--links-max", type=int, default=1024)
     parser.add_argument("--seed", type=int, default=24)
+    parser.add_argument("--timeout", type=float, default=1e6,
+                        help="the isolate rounds' share of bench --timeout, seconds")
     parser.add_argument("--smoke", action="store_true", help="16 and 32 nodes (seconds)")
     args = parser.parse_args()
     if args.smoke:
@@ -104,13 +118,13 @@ def main() -> int:
     for mode in ("nodes", "links"):
         for n in args.nodes:
             rng = random.Random(args.seed + n)
-            for name, (slow, links) in scenarios(n, rng).items():
+            for name, scenario in scenarios(n, rng).items():
                 if mode == "links" and n > args.links_max:
                     rounds, wall = plan_only(n)
                     print(f"{mode:>5} {n:>6} {name:>14} {rounds:>7} {n * (n - 1) // 2:>9} "
                           f"{wall:>9.0f} {'-':>10} {'plan only':>9}")
                     continue
-                rounds, tests, wall, cpu, right = run(mode, n, slow, links, args.seed)
+                rounds, tests, wall, cpu, right = run(mode, n, scenario, args.seed, args.timeout)
                 faults += not right
                 print(f"{mode:>5} {n:>6} {name:>14} {rounds:>7} {tests:>9} {wall:>9.1f} "
                       f"{cpu:>10.2f} {'right' if right else 'WRONG':>9}")

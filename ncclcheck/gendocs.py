@@ -1,5 +1,5 @@
 """The parts of docs/ generated from the code: check tables, the launcher table, the schema's
-category enum.
+category enum, the known-issues table and the table of expected bandwidths.
 
 Run ``python -m ncclcheck.gendocs`` to rewrite them; ``--check`` exits 1 when a committed file
 differs from what the code produces (tests/test_registry.py runs it). Generated text sits
@@ -14,6 +14,9 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from ncclcheck.bench.reference import table as expected_rows
+from ncclcheck.bench.sizes import format_size
+from ncclcheck.catalogue.known_issues import load as known_issues
 from ncclcheck.launchers import DETECTION_ORDER
 from ncclcheck.model import CATEGORIES
 from ncclcheck.probes.registry import load_registry
@@ -41,12 +44,56 @@ def launcher_table() -> str:
     return "\n".join(rows)
 
 
+def _links(urls: tuple[str, ...]) -> str:
+    return " ".join(f"[{i}]({url})" for i, url in enumerate(urls, 1))
+
+
+def known_issues_table() -> str:
+    """One row per entry of catalogue/known_issues.toml."""
+    rows = ["| id | library | affected | what happens | applies | fixed in | fix | sources |",
+            "|---|---|---|---|---|---|---|---|"]
+    for i in known_issues().issues:
+        rows.append(f"| `{i.id}` | {i.library} | {i.affected_text} | {i.title}: {i.symptom} | "
+                    f"{i.scope} | {i.fixed or 'not yet'} | {i.fix} | {_links(i.sources)} |")
+    return "\n".join(rows)
+
+
+def renames_table() -> str:
+    rows = ["| old name | new name | library | renamed in | sources |", "|---|---|---|---|---|"]
+    for r in known_issues().renames:
+        rows.append(f"| `{r.old}` | `{r.new}` | {r.library} | {r.since_text} | "
+                    f"{_links(r.sources)} |")
+    return "\n".join(rows)
+
+
+def expected_table() -> str:
+    """One row per entry of bench/expected_busbw.toml."""
+    rows = ["| key | hardware | matched when | expected busbw | at | default --min-share | "
+            "sources |", "|---|---|---|---|---|---|---|"]
+    for r in expected_rows():
+        if r.kind == "measured":
+            when = (f"{r.gpus} GPUs on the node, name has `{r.gpu}`"
+                    + (f", not {', '.join(f'`{x}`' for x in r.exclude)}" if r.exclude else ""))
+            busbw, at = f"{r.busbw_gbps:g} GB/s", format_size(r.nbytes)
+        else:
+            when = {"pcie": "several GPUs on one node, no row above", "infiniband":
+                    f"across nodes, fastest active port {r.rate_gbit:g} Gb/s or more",
+                    "ethernet": "across nodes, no active InfiniBand port"}[r.fabric]
+            busbw = (f"{r.link_gbps * 0.75:g} GB/s (75% of {r.link_gbps:g})" if r.link_gbps
+                     else "75% of speed / 8")
+            at = "peak"
+        rows.append(f"| `{r.key}` | {r.title} | {when} | {busbw} | {at} | {r.min_share:g}: "
+                    f"{r.share_basis} | {_links(r.sources)} |")
+    return "\n".join(rows)
+
+
 # page -> the generated blocks in it, by name
 BLOCKS: dict[str, dict[str, Callable[[], str]]] = {
     "ranks.md": {"launchers": launcher_table, "checks": family_checks("ranks")},
     "net.md": {"checks": family_checks("net")},
     "nccl.md": {"checks": family_checks("nccl")},
-    "bench.md": {"checks": family_checks("bench")},
+    "bench.md": {"checks": family_checks("bench"), "expected": expected_table},
+    "known-issues.md": {"issues": known_issues_table, "renames": renames_table},
     "cluster.md": {"checks": family_checks("cluster")},
 }
 

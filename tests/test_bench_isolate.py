@@ -38,7 +38,7 @@ def model(slow_nodes=(), slow_links=(), fast=40.0, slow=4.0, noise=0.0, seed=0):
     rng = random.Random(seed)
     calls: list[Round] = []
 
-    def measure(index: int, rnd: Round):
+    def measure(index: int, rnd: Round, share: float = 0.0):
         calls.append(rnd)
         tests = []
         for a, b in rnd.pairs:
@@ -205,7 +205,7 @@ def test_noise_in_the_surveys_costs_nodes_mode_no_round():
 
 
 def test_the_deadline_stops_the_rounds_and_leaves_suspects_unconfirmed():
-    left = iter([100.0, 0.5])
+    left = iter([100.0, 100.0, 0.5])
     iso = isolate("nodes", 8, model({3}), time_left=lambda: next(left))
     assert len(iso.rounds) == 2 and iso.stopped.startswith("the deadline")
     assert iso.verdict.suspects == [3] and iso.verdict.slow_nodes == []
@@ -235,7 +235,7 @@ def test_the_check_fails_naming_hosts_with_category_degraded():
 
 def test_the_check_passes_warns_and_skips():
     assert isolate_check(isolate("nodes", 6, model()), HOSTS, 1024).status is Status.PASS
-    left = iter([100.0, 0.0])
+    left = iter([100.0, 100.0, 0.0])
     stopped = isolate("nodes", 6, model({1}), time_left=lambda: next(left))
     warned = isolate_check(stopped, HOSTS, 1024)
     assert warned.status is Status.WARN and warned.details["suspects"] == ["gpu01"]

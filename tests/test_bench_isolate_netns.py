@@ -2,10 +2,13 @@
 (198.18.24.0/24), one rank each, launched through the plain environment (RANK, WORLD_SIZE,
 MASTER_ADDR), Gloo over the namespaces' eth0.
 
-A slow node is htb at 100 Mbit/s (50 times below an unshaped pair here) on its eth0 and on
-its bridge-side veth; a slow link is an htb class at that rate chosen by a u32 filter on the
-peer's address, on both ends. Real: every process, the TCPStore, Gloo's TCP transport and
-the kernel's shaping; only the machines are simulated.
+An unshaped pair reaches about 0.5-0.7 GB/s busbw here (4-6 Gbit/s on two busy cores), so a
+slow node is htb at 46 Mbit/s (about 100 times below) on its eth0 and on its bridge-side veth,
+and a slow link an htb class at 46 Mbit/s or 4.6 Mbit/s (about 1,000 times below: one 4 MB
+all-reduce alone takes 7 s there) chosen by a u32 filter on the peer's address, on both ends.
+Every run must end within --timeout, the slow pair measured (a smaller message or fewer
+iterations, never no figure). Real: every process, the TCPStore, Gloo's TCP transport and the
+kernel's shaping; only the machines are simulated.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ pytestmark = [pytest.mark.netns, pytest.mark.slow]
 
 NODES = 6
 TIMEOUT = 120
+RATE_100X = "46mbit"
+RATE_1000X = "4600kbit"
 STRIP = ("RANK", "WORLD_SIZE", "LOCAL_", "NODE_RANK", "GROUP_", "MASTER_", "SLURM", "OMPI_",
          "PMI_", "TORCHELASTIC", "NCCL_", "TORCH_NCCL", "GLOO_")
 # 1K, 64K, 4M: the largest is where the pairs are bound by bandwidth, not by 2 busy CPUs
@@ -64,7 +69,7 @@ def verdict(doc: dict) -> dict:
 
 def test_one_slow_node_is_named_in_at_most_three_rounds(netns_cluster):
     cluster = netns_cluster("iso", "198.18.24", nodes=NODES)
-    cluster.slow_node(3)
+    cluster.slow_node(3, RATE_100X)
     doc, elapsed, outs = isolate(cluster, "nodes")
     check = verdict(doc)
     details = check["details"]
@@ -77,16 +82,17 @@ def test_one_slow_node_is_named_in_at_most_three_rounds(netns_cluster):
         f"node{i}" for i in range(NODES)}
     assert all(p["slow"] for p in details["pairs"] if "node3" in (p["a"], p["b"])), details
     assert [code for code, _, _ in outs] == [1] * NODES
-    assert elapsed < TIMEOUT + 5
+    assert elapsed < TIMEOUT
     progress = [line for line in outs[0][2].splitlines() if "isolate nodes: round" in line]
     assert len(progress) == details["rounds"]
     lines = {line["host"]: line for line in doc["bench"]["isolate"]["per_node"]}
     assert lines["node3"]["slow_pairs"] == lines["node3"]["pairs"] >= 3
 
 
-def test_links_mode_names_the_slow_link_and_no_node(netns_cluster):
+@pytest.mark.parametrize("rate", [RATE_100X, RATE_1000X])
+def test_links_mode_names_the_slow_link_and_no_node(netns_cluster, rate):
     cluster = netns_cluster("iso", "198.18.24", nodes=NODES)
-    cluster.slow_link(1, 4)
+    cluster.slow_link(1, 4, rate)
     doc, elapsed, outs = isolate(cluster, "links")
     check = verdict(doc)
     details = check["details"]
@@ -97,9 +103,13 @@ def test_links_mode_names_the_slow_link_and_no_node(netns_cluster):
     met = {tuple(sorted((p["a"], p["b"]))) for p in details["pairs"]}
     assert len(met) == NODES * (NODES - 1) // 2
     assert [r["kind"] for r in details["round_log"]][:NODES - 1] == ["tournament"] * (NODES - 1)
-    assert sum(1 for p in details["pairs"] if {p["a"], p["b"]} == {"node1", "node4"}) == 2
-    assert "node1-node4" in check["summary"]
-    assert elapsed < TIMEOUT + 5
+    slow = [p for p in details["pairs"] if {p["a"], p["b"]} == {"node1", "node4"}]
+    assert len(slow) == 2 and "node1-node4" in check["summary"]
+    # measured, not dropped: a figure far below the median, cut down to fit where it had to be
+    assert all("error" not in p and 0 < p["busbw_gbps"] < details["median_busbw_gbps"] / 30
+               for p in slow), slow
+    assert elapsed < TIMEOUT
+    assert [code for code, _, _ in outs] == [1] * NODES
 
 
 def test_an_unshaped_cluster_names_nothing_three_times_over(netns_cluster):
@@ -111,7 +121,7 @@ def test_an_unshaped_cluster_names_nothing_three_times_over(netns_cluster):
         assert check["details"]["slow_nodes"] == [] and check["details"]["slow_links"] == []
         assert check["details"]["rounds"] <= 3  # the two surveys, a retest at most
         assert [code for code, _, _ in outs] == [0] * NODES, outs[0][2][-2000:]
-        assert elapsed < TIMEOUT + 5
+        assert elapsed < TIMEOUT
 
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]

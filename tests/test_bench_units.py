@@ -18,7 +18,7 @@ from ncclcheck.bench.metrics import (RankRow, average_busbw, bandwidths, busbw_f
                                      combine_size, find_stragglers, straggler_nodes)
 from ncclcheck.bench.options import BenchOptions, choose_backend
 from ncclcheck.bench.progress import Progress
-from ncclcheck.bench.reference import (REFERENCES, Hardware, choose_reference,
+from ncclcheck.bench.reference import (Hardware, choose_reference,
                                        infiniband_rate, interface_speed)
 from ncclcheck.bench.sizes import format_size, parse_size, sweep_sizes
 from ncclcheck.bench.worker import _tolerance, error_kind
@@ -146,10 +146,13 @@ def test_quick_sweep_for_run_is_small_and_full_sweep_is_larger():
 
 # -- references ------------------------------------------------------------------------------------
 def test_reference_per_hardware():
+    """GPU names as torch and the driver report them (fixtures: no GPU here)."""
     pick = lambda **kw: (choose_reference(Hardware("nccl", **kw)) or None)  # noqa: E731
-    assert pick(gpu_name="NVIDIA A100-SXM4-80GB", gpus_per_node=8).key == "8xA100-nvlink"
-    assert pick(gpu_name="NVIDIA H100 80GB HBM3", gpus_per_node=8).key == "8xH100-nvlink"
-    assert pick(gpu_name="NVIDIA H200", gpus_per_node=8).key == "8xH100-nvlink"
+    assert pick(gpu_name="NVIDIA A100-SXM4-80GB", gpus_per_node=8).key == "azure-nd-a100-v4"
+    assert pick(gpu_name="NVIDIA H100 80GB HBM3", gpus_per_node=8).key == "azure-nd-h100-v5"
+    assert pick(gpu_name="NVIDIA H200", gpus_per_node=8).key == "azure-nd-h200-v5"
+    assert pick(gpu_name="Tesla V100-SXM2-32GB", gpus_per_node=8).key == "azure-nd-v2"
+    assert pick(gpu_name="NVIDIA H100 PCIe", gpus_per_node=8).key == "pcie"
     assert pick(gpu_name="NVIDIA A100-PCIE-40GB", gpus_per_node=8).key == "pcie"
     assert pick(gpu_name="NVIDIA A10G", gpus_per_node=4).key == "pcie"
     assert pick(gpu_name="NVIDIA A10G", gpus_per_node=1) is None
@@ -158,8 +161,6 @@ def test_reference_per_hardware():
     assert pick(nodes=2, eth_speed_mbit=25000).busbw_gbps == pytest.approx(2.3, abs=0.05)
     assert pick(nodes=2) is None
     assert choose_reference(Hardware("gloo", gpus_per_node=8, gpu_name="A100")) is None
-    for ref in REFERENCES.values():
-        assert 0 < ref.warn_below_gbps < ref.busbw_gbps < ref.link_gbps
 
 
 def test_infiniband_and_ethernet_speeds_from_the_network_owner(tmp_path):
@@ -194,12 +195,13 @@ def test_nccl_conf_socket_ifname_reaches_the_reference(tmp_path):
 
     def reference(env):
         speed = interface_speed(env, LINKS)
-        return choose_reference(Hardware("nccl", nodes=2, eth_speed_mbit=speed)).key
+        return choose_reference(Hardware("nccl", nodes=2, eth_speed_mbit=speed)).title
 
-    assert reference({"HOME": str(tmp_path)}) == "eth-100"  # no ~/.nccl.conf there
-    assert reference({"NCCL_CONF_FILE": str(conf)}) == "eth-25"
-    assert reference({"HOME": str(home)}) == "eth-25"
-    assert reference({"NCCL_CONF_FILE": str(conf), "NCCL_SOCKET_IFNAME": "eth1"}) == "eth-100"
+    assert reference({"HOME": str(tmp_path)}).startswith("100 Gb/s")  # no ~/.nccl.conf there
+    assert reference({"NCCL_CONF_FILE": str(conf)}).startswith("25 Gb/s")
+    assert reference({"HOME": str(home)}).startswith("25 Gb/s")
+    assert reference({"NCCL_CONF_FILE": str(conf), "NCCL_SOCKET_IFNAME": "eth1"}).startswith(
+        "100 Gb/s")
 
 
 # -- analysis: outcomes -> checks ---------------------------------------------------------------------
@@ -268,18 +270,16 @@ def test_a_dead_rank_is_rank_crashed_and_duplicate_gpu_is_named():
     assert check.category.value == "duplicate_gpu" and "ranks 0, 1" in check.summary
 
 
-def test_busbw_threshold_and_reference():
+def test_busbw_threshold():
     result = _result({r: _outcome(r, [_row(1 << 20, 1e-3)]) for r in range(2)})
     rows = job_rows(result)
-    assert busbw_check(result, rows, 5.0, None, 1).status.value == "fail"
-    assert busbw_check(result, rows, 0.5, None, 1).status.value == "pass"
-    assert busbw_check(result, rows, None, None, 1).status.value == "pass"
+    assert busbw_check(result, rows, 5.0, 1).status.value == "fail"
+    assert busbw_check(result, rows, 0.5, 1).status.value == "pass"
+    assert busbw_check(result, rows, None, 1).status.value == "pass"
     result.backend = "nccl"
-    low = busbw_check(result, rows, None, REFERENCES["8xA100-nvlink"], 1)
-    assert low.status.value == "warn" and low.category.value == "p2p"
-    net = busbw_check(result, rows, None, REFERENCES["ib-200"], 2)
-    assert net.category.value == "net_plugin"
-    assert busbw_check(result, [], None, None, 1) is None
+    assert busbw_check(result, rows, 5.0, 1).category.value == "p2p"
+    assert busbw_check(result, rows, 5.0, 2).category.value == "net_plugin"
+    assert busbw_check(result, [], None, 1) is None
 
 
 def test_straggler_check_names_rank_and_node():

@@ -14,7 +14,7 @@ from ncclcheck.model import BenchSection
 
 from .faults import FAULT_VARIABLE
 from .metrics import RankRow, SizeRow, average_busbw, combine_size, significant
-from .reference import Reference
+from .reference import Reference, compare
 
 
 @dataclass
@@ -80,10 +80,15 @@ def bench_section(result: SweepResult, rows: list[SizeRow],
         hosts=sorted({h for h in result.hosts.values() if h}),
         gpu=first.get("gpu_name"),
         nccl_version=first.get("nccl_version"),
-        reference=None if reference is None else {
-            "key": reference.key, "title": reference.title, "busbw_gbps": reference.busbw_gbps,
-            "warn_below_gbps": reference.warn_below_gbps},
+        reference=None if reference is None else _expected(reference, rows),
     )
+
+
+def _expected(reference: Reference, rows: list[SizeRow]) -> dict[str, Any]:
+    """The expected figure and the share of it this sweep reached (bench.expected_busbw)."""
+    got = compare(reference, rows)
+    share = {} if got is None else {"share": round(got.share, 3), "at_bytes": got.at_bytes}
+    return {**reference.to_dict(), **share}
 
 
 def named_ranks(ranks: list[int], hosts: dict[int, str | None] | None = None) -> str:

@@ -54,6 +54,11 @@ def bench_options(func: Callable) -> Callable:
                      show_default=True, help="Element type of the all-reduce."),
         click.option("--min-busbw", type=FiniteFloat(min=0), metavar="GBPS",
                      help="Fail when the peak bus bandwidth is below GBPS (GB/s)."),
+        click.option("--min-share", type=FiniteFloat(min=0, max=1, min_open=True),
+                     metavar="FRACTION",
+                     help="Fail when the busbw is below FRACTION of the figure expected of "
+                          "this hardware (default: the figure's source's own pass mark; "
+                          "docs/bench.md)."),
         click.option("--plot", type=writable_path, metavar="FILE",
                      help="Draw busbw against size into FILE (.png, .svg or .pdf; needs "
                           "pip install 'ncclcheck[plot]'); with --isolate, the pair matrix too."),
@@ -73,7 +78,8 @@ def bench_options(func: Callable) -> Callable:
 def make_options(backend: str, nproc: int, min_bytes: int | None, max_bytes: int | None,
                  factor: float | None, iters: int | None, warmup: int | None, dtype: str,
                  min_busbw: float | None, plot: str | None, isolate: str | None = None,
-                 isolate_threshold: float = DEFAULT_THRESHOLD) -> BenchOptions:
+                 isolate_threshold: float = DEFAULT_THRESHOLD,
+                 min_share: float | None = None) -> BenchOptions:
     """Validate what click cannot see alone; raises click.UsageError with one line."""
     if min_bytes is not None and max_bytes is not None and min_bytes > max_bytes:
         raise click.UsageError(f"--min-bytes ({min_bytes}) is above --max-bytes ({max_bytes})")
@@ -85,4 +91,5 @@ def make_options(backend: str, nproc: int, min_bytes: int | None, max_bytes: int
         if reason:
             raise click.UsageError(reason)
     return BenchOptions(backend, nproc, min_bytes, max_bytes, factor, iters, warmup, dtype,
-                        min_busbw, plot, isolate=isolate, isolate_threshold=isolate_threshold)
+                        min_busbw, plot, isolate=isolate, isolate_threshold=isolate_threshold,
+                        min_share=min_share)

@@ -14,6 +14,14 @@ Both end with confirmation rounds: a node is named when every pair it was in was
 ``EVIDENCE`` of them (one more than it had in the first rounds, if fewer) were with known-good
 partners; in links mode a link is named when its pair was slow twice while both its nodes were
 fast with others.
+
+A pair that could not finish (an error, or no time before its deadline) is the slowest result
+there is, never a gap: it counts as slow, and when the rounds end it is named even without a
+second test (a link whose pair failed, in either mode; a node whose pairs with two or more
+known-good partners all failed), while a link slow once and never retested is a suspect (a
+warning), never a pass. Each round gets a share of the time left (``share``: the rounds still
+planned and one confirmation round), and its pairs measure what they can within it
+(pair_budget.py).
 """
 
 from __future__ import annotations
@@ -26,6 +34,8 @@ MODES = ("nodes", "links")
 DEFAULT_THRESHOLD = 0.7  # a pair is slow below this fraction of the median pair's busbw
 EVIDENCE = 3             # slow pairs with known-good partners that name a node
 LINK_EVIDENCE = 2        # slow tests of one pair (both nodes fast elsewhere) that name a link
+FAILED_EVIDENCE = 2      # failed pairs with known-good partners that name a node at the end
+CONFIRM_ALLOWANCE = 1    # confirmation rounds a round's share of the time leaves room for
 
 Pair = tuple[int, int]
 
@@ -60,6 +70,13 @@ class PairTest:
     reference: bool = True
     time_s: float = 0.0  # the pair's time per all-reduce (its slowest rank's fastest one)
     error: str | None = None
+    nbytes: int = 0      # the message measured (0: the set-up's)
+    iters: int = 0       # timed all-reduces (0: the set-up's)
+    reduced: bool = False  # a smaller message or fewer iterations, to fit its share of time
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
 
     @property
     def key(self) -> Pair:
@@ -122,6 +139,7 @@ class Verdict:
     slow_links: list[Pair] = field(default_factory=list)
     suspects: list[int] = field(default_factory=list)
     pending_links: list[Pair] = field(default_factory=list)
+    suspect_links: list[Pair] = field(default_factory=list)  # slow once, never retested
     good: list[int] = field(default_factory=list)
     evidence: dict[int, int] = field(default_factory=dict)
 
@@ -142,15 +160,18 @@ def cut_of(tests: Iterable[PairTest], threshold: float,
 
 
 def judge(n: int, tests: list[PairTest], threshold: float = DEFAULT_THRESHOLD,
-          min_busbw: float | None = None, links: bool = True) -> Verdict:
+          min_busbw: float | None = None, links: bool = True, final: bool = False) -> Verdict:
     """Name the slow nodes and links the tests prove, and what still needs confirming.
 
     A node is good once any pair it was in was fast. A node all of whose pairs were slow is a
     suspect; it is named when ``EVIDENCE`` of its slow pairs were with good partners, or one
     more than its pairs of the first rounds when those were fewer (a node that rested in a
-    survey), and never more than there are good nodes. A pair slow while both its nodes are good is a slow link once
-    it was slow ``LINK_EVIDENCE`` times and never fast; with ``links`` False (nodes mode, whose
-    surveys pair few nodes) such pairs are neither retested nor named.
+    survey), and never more than there are good nodes. A pair slow while both its nodes are
+    good is a slow link once it was slow ``LINK_EVIDENCE`` times and never fast; with
+    ``links`` False (nodes mode, whose surveys pair few nodes) such pairs are neither retested
+    nor named unless they failed. ``final`` (no round follows): a link whose every test failed
+    is named, one slow but never retested is a suspect link, and a suspect whose pairs with
+    ``FAILED_EVIDENCE`` good partners or more all failed is named.
     """
     median, cut = cut_of(tests, threshold, min_busbw)
     verdict = Verdict(n, median, cut)
@@ -164,15 +185,21 @@ def judge(n: int, tests: list[PairTest], threshold: float = DEFAULT_THRESHOLD,
         verdict.evidence[node] = count
         surveyed = sum(1 for t in seen[node] if t.reference)
         need = max(1, min(EVIDENCE, surveyed + 1, len(good)))
-        (verdict.slow_nodes if good and count >= need else verdict.suspects).append(node)
+        failed_with_good = {t.other(node) for t in seen[node] if t.failed and t.other(node) in good}
+        proven = good and (count >= need or (final and all(t.failed for t in seen[node])
+                                             and len(failed_with_good) >= FAILED_EVIDENCE))
+        (verdict.slow_nodes if proven else verdict.suspects).append(node)
     by_pair: dict[Pair, list[PairTest]] = {}
-    for test in tests if links else []:
-        if test.a in good and test.b in good:
+    for test in tests:
+        if test.a in good and test.b in good and (links or test.failed):
             by_pair.setdefault(test.key, []).append(test)
     for key, mine in sorted(by_pair.items()):
-        if all(verdict.is_slow(t) for t in mine):
-            (verdict.slow_links if len(mine) >= LINK_EVIDENCE
-             else verdict.pending_links).append(key)
+        if not all(verdict.is_slow(t) for t in mine):
+            continue
+        if len(mine) >= LINK_EVIDENCE or (final and all(t.failed for t in mine)):
+            verdict.slow_links.append(key)
+        else:
+            (verdict.suspect_links if final else verdict.pending_links).append(key)
     verdict.good = sorted(good)
     return verdict
 
@@ -203,8 +230,9 @@ def confirmation_round(verdict: Verdict, tests: list[PairTest]) -> Round | None:
 
 
 # -- the rounds, driven ----------------------------------------------------------------------
-# measure(index, round) -> (the round's pair tests, the round's wall time in seconds)
-Measure = Callable[[int, Round], "tuple[list[PairTest], float]"]
+# measure(index, round, share) -> (the round's pair tests, the round's wall time in seconds);
+# ``share`` is the seconds the round may take (its share of the time left)
+Measure = Callable[[int, Round, float], "tuple[list[PairTest], float]"]
 
 
 @dataclass
@@ -222,18 +250,25 @@ class Isolation:
     verdict: Verdict | None = None
     stopped: str = ""
 
+    def judge(self, final: bool) -> Verdict:
+        return judge(self.n, self.tests, self.threshold, self.min_busbw, self.mode == "links",
+                     final=final)
+
     def judged(self) -> Verdict:
-        """The verdict of the rounds run (judged now if the driver did not)."""
-        return self.verdict or judge(self.n, self.tests, self.threshold, self.min_busbw,
-                                     self.mode == "links")
+        """The final verdict of the rounds run (judged now if the driver did not)."""
+        if self.verdict is None:
+            self.verdict = self.judge(final=True)
+        return self.verdict
 
 
 def isolate(mode: str, n: int, measure: Measure, *, threshold: float = DEFAULT_THRESHOLD,
             min_busbw: float | None = None, time_left: Callable[[], float] = lambda: 1e9,
             max_confirm_rounds: int | None = None) -> Isolation:
     """Run the first rounds of ``mode``, then confirmation rounds until nothing is pending,
-    nothing more can be learned, or the next round would not fit in ``time_left()`` (judged
-    from the slowest round so far). ``measure`` runs one round."""
+    nothing more can be learned, or no round fits in ``time_left()`` any more (1.5 times the
+    shortest round so far: what a round costs when its pairs are quick). ``measure`` runs one
+    round within its share: the time left over the rounds still planned, this one and
+    ``CONFIRM_ALLOWANCE`` confirmation rounds."""
     result = Isolation(mode, n, threshold, min_busbw)
     planned = first_rounds(mode, n)
     limit = max_confirm_rounds if max_confirm_rounds is not None else 2 * n + 2
@@ -242,23 +277,24 @@ def isolate(mode: str, n: int, measure: Measure, *, threshold: float = DEFAULT_T
         if planned:
             nxt: Round | None = planned.pop(0)
         else:
-            verdict = result.verdict = result.judged()
+            verdict = result.judge(final=False)
             if verdict.settled:
-                return result
+                break
             nxt = confirmation_round(verdict, result.tests) if confirms < limit else None
             if nxt is None:
                 result.stopped = "no known-good node left to confirm against" \
                     if confirms < limit else f"{limit} confirmation rounds run"
-                return result
+                break
             confirms += 1
-        slowest = max(result.round_seconds, default=0.0)
-        if result.round_seconds and time_left() < 1.5 * slowest:
-            result.verdict = result.judged()
+        left = time_left()
+        if result.round_seconds and left < 1.5 * min(result.round_seconds):
             result.stopped = "the deadline left no time for another round"
-            return result
+            break
+        share = left / (len(planned) + 1 + CONFIRM_ALLOWANCE)
         index = len(result.rounds)
-        measured, seconds = measure(index, nxt)
+        measured, seconds = measure(index, nxt, share)
         result.rounds.append(nxt)
         result.tests += measured
         result.round_seconds.append(seconds)
-        result.verdict = None  # judged again with this round's tests
+    result.verdict = result.judge(final=True)
+    return result

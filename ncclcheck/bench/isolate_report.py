@@ -19,8 +19,11 @@ def host_names(nodes: list[int], hosts: list[str]) -> list[str]:
 
 
 def _pairs(tests: list[PairTest], verdict: Verdict, hosts: list[str]) -> list[dict[str, Any]]:
+    """Every pair test; ``bytes`` and ``iters`` say what a pair cut down to fit its share of
+    the deadline measured (``reduced``), ``error`` what stopped a pair that could not finish."""
     return [{"a": hosts[t.a], "b": hosts[t.b], "busbw_gbps": significant(t.busbw_gbps),
              "round": t.round + 1, "slow": verdict.is_slow(t),
+             **({"bytes": t.nbytes, "iters": t.iters, "reduced": True} if t.reduced else {}),
              **({"error": t.error} if t.error else {})} for t in tests]
 
 
@@ -49,6 +52,9 @@ def isolate_details(iso: Isolation, hosts: list[str], nbytes: int) -> dict[str, 
         "slow_nodes": host_names(verdict.slow_nodes, hosts),
         "slow_links": [[hosts[a], hosts[b]] for a, b in verdict.slow_links],
         "suspects": host_names(verdict.suspects, hosts),
+        "suspect_links": [[hosts[a], hosts[b]] for a, b in verdict.suspect_links],
+        "unfinished": [[hosts[t.a], hosts[t.b]] for t in iso.tests if t.failed],
+        "reduced": sum(1 for t in iso.tests if t.reduced),
         "rounds": len(iso.rounds),
         "round_log": [{"round": i + 1, "kind": r.kind, "pairs": len(r.pairs),
                        "seconds": round(s, 3)}
@@ -69,7 +75,7 @@ def section(iso: Isolation, hosts: list[str], nbytes: int) -> dict[str, Any]:
     """The report's ``bench.isolate``: the verdict and one compact line per node."""
     verdict = iso.judged()
     details = isolate_details(iso, hosts, nbytes)
-    keep = ("mode", "bytes", "slow_nodes", "slow_links", "suspects", "rounds",
+    keep = ("mode", "bytes", "slow_nodes", "slow_links", "suspects", "suspect_links", "rounds",
             "median_busbw_gbps", "threshold", "slow_below_gbps")
     return {**{k: details[k] for k in keep}, "pairs": len(iso.tests),
             "per_node": node_lines(iso, verdict, hosts)}

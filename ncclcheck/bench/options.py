@@ -28,6 +28,7 @@ class BenchOptions:
     quick: bool = False
     isolate: str | None = None       # "nodes" | "links": pair tests after the sweep
     isolate_threshold: float = 0.7  # a pair is slow below this fraction of the median pair
+    min_share: float | None = None   # of the expected busbw; None: the table row's default
 
     @classmethod
     def for_run(cls) -> "BenchOptions":

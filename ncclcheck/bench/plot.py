@@ -49,7 +49,7 @@ def draw(bench: dict[str, Any], path: str, isolate: dict[str, Any] | None = None
     reference = bench.get("reference")
     if reference:
         ax.axhline(reference["busbw_gbps"], linestyle="--", color="grey",
-                   label=f"reference: {reference['title']}")
+                   label=f"expected: {reference['title']}")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("message size (bytes)")
     ax.set_ylabel("bus bandwidth (GB/s)")

@@ -68,7 +68,9 @@ class IsolateProgress:
         worst = min(tests, key=lambda t: t.busbw_gbps, default=None)
         slowest = "" if worst is None else (
             f"; slowest {self.hosts[worst.a]}-{self.hosts[worst.b]} "
-            + (f"failed ({worst.error})" if worst.error else f"{worst.busbw_gbps:.3g} GB/s"))
+            + (f"failed ({worst.error})" if worst.error else f"{worst.busbw_gbps:.3g} GB/s"
+               + (f" ({worst.nbytes} bytes x {worst.iters} to fit its share of the time)"
+                  if getattr(worst, "reduced", False) else "")))
         self.stream.write(f"bench: isolate {self.mode}: round {index + 1} ({rnd.kind}), "
                           f"{len(rnd.pairs)} pairs in {seconds:.1f} s{slowest}\n")
         self.stream.flush()

@@ -55,7 +55,11 @@ def bench_table(bench: dict[str, Any]) -> str:
         lines.append(f"# Peak bus bandwidth   : {peak['busbw_gbps']:g} at {peak['bytes']} bytes")
     reference = bench.get("reference")
     if reference:
-        lines.append(f"# Reference busbw      : {reference['busbw_gbps']:g} ({reference['title']})")
+        size = f" at {reference['bytes']} bytes" if reference.get("bytes") else ""
+        share = (f"; this run {reference['share']:.0%} of it" if reference.get("share") is not None
+                 else "")
+        lines.append(f"# Expected busbw       : {reference['busbw_gbps']:g} "
+                     f"({reference['title']}{size}){share}")
     lines.append("#")
     if bench.get("isolate"):
         lines += isolate_lines(bench["isolate"])
@@ -72,7 +76,9 @@ def isolate_lines(isolate: dict[str, Any]) -> list[str]:
     lines += [f"# SLOW node    {host}" for host in isolate.get("slow_nodes", [])]
     lines += [f"# SLOW link    {a} - {b}" for a, b in isolate.get("slow_links", [])]
     lines += [f"# suspect      {host} (not confirmed)" for host in isolate.get("suspects", [])]
-    if not (isolate.get("slow_nodes") or isolate.get("slow_links") or isolate.get("suspects")):
+    lines += [f"# suspect link {a} - {b} (slow once, not retested)"
+              for a, b in isolate.get("suspect_links", [])]
+    if not any(isolate.get(k) for k in ("slow_nodes", "slow_links", "suspects", "suspect_links")):
         lines.append("# nothing slow")
     width = max([len(line["host"]) for line in per_node] + [4])
     lines.append(f"#   {'host':<{width}}  pairs  slow   median    worst  partners")

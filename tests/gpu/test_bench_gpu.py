@@ -113,3 +113,30 @@ def test_a_hung_nccl_rank_is_named_and_torn_down():
                      "--timeout", "30", env={"NCCLCHECK_BENCH_FAULT": "hang:1@1"}, timeout=60)
     check = checks_of(json.loads(proc.stdout))["bench.allreduce"]
     assert check["category"] == "timeout" and 1 in check["details"]["ranks"]
+
+
+def test_the_sweep_is_compared_with_the_figure_expected_of_these_gpus():
+    """bench.expected_busbw on real GPUs: with one GPU a skip that says why; with several, the
+    share of the table's figure for this model and count (or the PCIe floor), like with like
+    only when the sweep reached the figure's size."""
+    proc = ncclcheck("bench", "--backend", "nccl", "--max-bytes", "256M", "--format", "json",
+                     "--timeout", "180")
+    check = checks_of(json.loads(proc.stdout))["bench.expected_busbw"]
+    if GPUS == 1:
+        assert check["status"] == "skip" and "one GPU on one node" in check["summary"], check
+        return
+    details = check["details"]
+    assert check["status"] in ("pass", "warn", "fail"), check
+    assert details["expected"]["sources"] and 0 < details["share"]
+    assert details["hardware"]["gpus_per_node"] == GPUS and details["hardware"]["gpu"]
+    if details["expected"]["bytes"] and details["expected"]["bytes"] > 256 << 20:
+        assert details["like_for_like"] is False and check["status"] != "fail"
+
+
+def test_known_issues_read_the_gpu_names_the_driver_lists():
+    from ncclcheck.probes.nccl.known_issues import read_gpu_names
+    names = read_gpu_names()
+    assert names and all(n for n in names), names
+    proc = ncclcheck("nccl", "--format", "json", "--local")
+    check = checks_of(json.loads(proc.stdout))["nccl.known_issues"]
+    assert check["status"] in ("pass", "warn") and "nccl" in check["details"]["versions"]

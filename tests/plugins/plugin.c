@@ -30,5 +30,11 @@ EXPORT(ncclProfiler, PROFILER_VERSION)
 EXPORT(ncclEnvPlugin, ENV_VERSION)
 #endif
 
+#ifdef BANNER
+/* The line a plugin logs when NCCL loads it, kept in .rodata: aws-ofi-nccl's names its version
+ * ("Initializing aws-ofi-nccl 1.19.2"). */
+__attribute__((visibility("default"))) const char *plugin_banner = BANNER;
+#endif
+
 /* Present in every build, so a plugin with no versioned symbol still has an export. */
 __attribute__((visibility("default"))) int plugin_stub_loaded(void) { return 1; }

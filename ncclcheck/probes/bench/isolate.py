@@ -17,13 +17,17 @@ ISOLATE = CheckSpec(
     "bench.isolate", "no node or link far below its peers in pair tests (--isolate)",
     (Category.DEGRADED,),
     fails_when="a node was slow with every partner, known-good ones included, or a link "
-               "was slow twice while both its nodes were fast with others (named by host "
-               "in details.slow_nodes and details.slow_links)",
-    warns_when="a suspect could not be confirmed: --timeout ran out, or no node was "
-               "fast enough to confirm against",
+               "was slow twice while both its nodes were fast with others, or a pair could "
+               "not finish within its share of --timeout (the slowest result there is: its "
+               "link is named, or its node when all its pairs failed); named by host in "
+               "details.slow_nodes and details.slow_links",
+    warns_when="a suspect node or link could not be confirmed: --timeout ran out, or no "
+               "node was fast enough to confirm against",
     doc="Slow means below --isolate-threshold (default 0.7) of the median pair's busbw, or "
-        "below --min-busbw. Reported by `bench --isolate nodes|links` after the sweep; "
-        "skipped on one node or when the sweep failed.",
+        "below --min-busbw. Each round gets a share of the time left and each pair measures "
+        "what goes through within it (a smaller message or fewer iterations when it is "
+        "slow, reported in details.pairs). Reported by `bench --isolate nodes|links` after "
+        "the sweep; skipped on one node or when the sweep failed.",
     order=40)
 
 
@@ -40,18 +44,43 @@ def judge_isolate(facts: BenchFacts) -> CheckResult | None:
 
 def _why_slow(iso: Isolation, verdict: Verdict, node: int, hosts: list[str]) -> str:
     tests = [t for t in iso.tests if node in (t.a, t.b)]
+    if all(t.failed for t in tests):
+        return (f"{hosts[node]} (none of its {len(tests)} pairs finished, "
+                f"{verdict.evidence.get(node, 0)} with nodes fast elsewhere: {tests[-1].error})")
     worst = max(t.busbw_gbps for t in tests)
     return (f"{hosts[node]} (at most {worst:.3g} GB/s in all its {len(tests)} pairs, "
             f"{verdict.evidence.get(node, 0)} with nodes fast elsewhere)")
 
 
+def _why_link(iso: Isolation, link: tuple[int, int], hosts: list[str]) -> str:
+    tests = [t for t in iso.tests if t.key == link]
+    name = f"{hosts[link[0]]}-{hosts[link[1]]}"
+    if all(t.failed for t in tests):
+        return f"{name} (its pair could not finish: {tests[-1].error})"
+    worst = max(t.busbw_gbps for t in tests if not t.failed)
+    times = "twice" if len(tests) == 2 else f"{len(tests)} times"
+    return (f"{name} (slow {times} while both nodes were fast with others; at most "
+            f"{worst:.3g} GB/s)")
+
+
+def _cut_short(iso: Isolation) -> str:
+    reduced = [t for t in iso.tests if t.reduced]
+    if not reduced:
+        return ""
+    word = "pair" if len(reduced) == 1 else "pairs"
+    return (f"; {len(reduced)} {word} measured a smaller message or fewer iterations to fit "
+            "their share of --timeout")
+
+
 def isolate_check(iso: Isolation, hosts: list[str], nbytes: int) -> CheckResult:
-    """Pass when nothing is slow; fail naming the slow nodes and links (category degraded);
-    warn when suspects could not be confirmed."""
+    """Pass when nothing is slow; fail naming the slow nodes and links (category degraded),
+    a pair that could not finish among them; warn when suspects (nodes, or links slow once)
+    could not be confirmed."""
     verdict = iso.judged()
     details = isolate_details(iso, hosts, nbytes)
     tested = (f"{len(iso.tests)} pair tests of {format_size(nbytes)} in {len(iso.rounds)} "
-              f"rounds over {iso.n} nodes; median pair {verdict.median_gbps:.3g} GB/s busbw")
+              f"rounds over {iso.n} nodes; median pair {verdict.median_gbps:.3g} GB/s busbw"
+              + _cut_short(iso))
     floor = (f"{iso.threshold:g} x the median" + (f" or --min-busbw {iso.min_busbw:g} GB/s"
                                                   if iso.min_busbw is not None else ""))
     if verdict.slow_nodes or verdict.slow_links:
@@ -62,9 +91,8 @@ def isolate_check(iso: Isolation, hosts: list[str], nbytes: int) -> CheckResult:
                                                       for n in verdict.slow_nodes))
         if verdict.slow_links:
             word = "link" if len(verdict.slow_links) == 1 else "links"
-            parts.append(f"slow {word} " + ", ".join(f"{hosts[a]}-{hosts[b]}"
-                                                      for a, b in verdict.slow_links)
-                         + " (slow twice while both nodes were fast with others)")
+            parts.append(f"slow {word} " + ", ".join(_why_link(iso, link, hosts)
+                                                      for link in verdict.slow_links))
         fix = ("Take the named node(s) out of the job (--on-fail drain under Slurm) and check "
                "them: NIC link speed and errors (ethtool, ibstat / ibv_devinfo rate), the GPU's "
                "PCIe link (nvidia-smi -q: Link Width / Generation), cables and transceivers. "
@@ -72,9 +100,11 @@ def isolate_check(iso: Isolation, hosts: list[str], nbytes: int) -> CheckResult:
                "nodes.")
         return failed(ISOLATE, "; ".join(parts) + f", below {floor} ({tested})", fix,
                       Category.DEGRADED, **details)
-    if verdict.suspects:
+    if verdict.suspects or verdict.suspect_links:
+        named = host_names(verdict.suspects, hosts) + [
+            f"link {hosts[a]}-{hosts[b]}" for a, b in verdict.suspect_links]
         return warned(ISOLATE,
-                      f"suspected but not confirmed: {', '.join(host_names(verdict.suspects, hosts))}"
+                      f"suspected but not confirmed: {', '.join(named)}"
                       f" ({iso.stopped or 'no confirmation possible'}; {tested})",
                       "Raise --timeout so the confirmation rounds can run, or rerun with "
                       "--isolate links; with every pair slow, compare against --min-busbw.",

@@ -21,6 +21,7 @@ from ncclcheck.ncclib.config_files import Setting, effective_settings
 from ncclcheck.ncclib.library_names import SHIPPED, NameSource
 from ncclcheck.ncclib.plugins import KINDS
 from ncclcheck.probes.nccl.facts import NcclFacts, int_value
+from ncclcheck.probes.nccl.known_issues import KNOWN, settings_renamed
 from ncclcheck.probes.nccl.plugins import NET, PLUGIN
 from ncclcheck.probes.nccl.setting_rules import MAX_SOCKET_THREADS, MAX_SOCKETS, RULES, int_rule
 from ncclcheck.probes.nccl.setting_verdicts import (CInt, LintFacts, Verdict, fail, ok,
@@ -104,13 +105,17 @@ def unknown_name_verdict(s: Setting, source: NameSource) -> Verdict:
 
 def lint_one(s: Setting, facts: LintFacts) -> Verdict:
     """The verdict on one variable: deprecated, unknown, invalid, costly - or fine."""
-    if s.name in names.DEPRECATED:
+    renamed = s.name in settings_renamed()  # whether its new name applies: nccl.known_issues
+    if s.name in names.DEPRECATED and not renamed:
         return deprecated_verdict(s)
     if s.name in RULES:
         verdict = RULES[s.name](s, facts)
         if verdict is not None:
             return verdict
         return ok(s, f"{shown(s)}: valid")
+    if renamed:
+        return ok(s, f"{shown(s)}: an old name; {KNOWN.id} judges it against the names the "
+                     "installed library reads")
     if s.name in JUDGED_ELSEWHERE:
         return ok(s, f"{shown(s)}: judged by {JUDGED_ELSEWHERE[s.name]}")
     if s.name not in facts.names.known:
