@@ -1,0 +1,66 @@
+"""A small Gloo job that hangs on purpose, in the shape HANG_SCENARIO names (tests/test_hang_real.py):
+
+- ``outside``: rank HANG_CULPRIT is stuck in its data loading; the others wait in all_reduce;
+- ``other_collective``: rank HANG_CULPRIT calls broadcast where the others call all_reduce;
+- ``gone``: rank HANG_CULPRIT returns (exit code 0) while the others wait in all_reduce;
+- ``same``: every rank waits in all_reduce on the same line, half of them on another process
+  group of the same members, so none ever completes;
+- ``healthy``: every rank trains (compute and all_reduce) until HANG_SECONDS have passed.
+
+Every rank writes ``ready-<rank>`` into HANG_DIR once it is about to hang; ``HANG_ARM=1`` arms
+the process first (ncclcheck's one-line hook).
+"""
+
+import os
+import time
+
+import torch
+import torch.distributed as dist
+
+if os.environ.get("HANG_ARM") == "1":
+    from ncclcheck.hang import arm; arm()  # noqa: E702  (the one-line hook, as users write it)
+
+
+def load_batch(seconds: float) -> torch.Tensor:
+    time.sleep(seconds)  # a data loader that never returns
+    return torch.ones(4)
+
+
+def ready(rank: int) -> None:
+    folder = os.environ["HANG_DIR"]
+    with open(os.path.join(folder, f"ready-{rank}.tmp"), "w") as handle:
+        handle.write(str(os.getpid()))
+    os.replace(os.path.join(folder, f"ready-{rank}.tmp"), os.path.join(folder, f"ready-{rank}"))
+
+
+def main() -> None:
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    scenario = os.environ["HANG_SCENARIO"]
+    culprit = int(os.environ.get("HANG_CULPRIT", "1"))
+    limit = float(os.environ.get("HANG_SECONDS", "120"))
+    other = dist.new_group(list(range(dist.get_world_size())))
+    t = torch.ones(4)
+    dist.all_reduce(t)  # every rank is up and connected
+    ready(rank)
+    if scenario == "healthy":
+        end = time.time() + limit
+        w = torch.randn(256, 256)
+        while time.time() < end:
+            for _ in range(20):
+                w = torch.tanh(w @ w.T / 256)
+            dist.all_reduce(w)
+        return
+    if rank == culprit and scenario == "outside":
+        t = load_batch(limit)
+    if rank == culprit and scenario == "gone":
+        return
+    if rank == culprit and scenario == "other_collective":
+        dist.broadcast(t, src=culprit)
+        return
+    group = other if scenario == "same" and rank % 2 else None
+    dist.all_reduce(t, group=group)
+
+
+if __name__ == "__main__":
+    main()
