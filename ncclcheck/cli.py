@@ -317,7 +317,7 @@ def explain(paths, fmt, exit_code, list_catalogue) -> None:
               help="Deadline in seconds for the whole command.")
 @click.option("--samples", type=click.IntRange(1, 20), default=3, show_default=True,
               help="How many times each process is looked at.")
-@click.option("--interval", type=FiniteSeconds(0.0, 60.0), default=0.5, show_default=True,
+@click.option("--interval", type=FiniteSeconds(0.0, 60.0), default=1.0, show_default=True,
               help="Seconds between samples.")
 @click.option("--exit-code", "exit_code", is_flag=True,
               help="Exit 1 when a rank holds the others up (or every rank is stuck).")

@@ -33,7 +33,7 @@ class Request:
 
     pids: tuple[int, ...] = ()
     samples: int = 3
-    interval_s: float = 0.5
+    interval_s: float = 1.0
     timeout_s: float = 30.0
     armed_folder: str | None = None
 
@@ -156,7 +156,7 @@ def gone_ranks(processes: list[ProcessSnapshot], host: str) -> list[GoneRank]:
     for local in sorted(set(range(size or 0)) - present):  # type: ignore[arg-type]
         gone.append(GoneRank(base + local if base is not None else None, local, host,
                              f"no process for local rank {local} of {size} on {host}: it "
-                             "exited (or never started) while the others run"))
+                             "exited or never started"))
     return gone
 
 

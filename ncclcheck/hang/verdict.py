@@ -29,12 +29,19 @@ from ncclcheck.hang.frames import Where, deciding_thread, where
 from ncclcheck.hang.model import GoneRank, ProcessSnapshot
 from ncclcheck.hang.procstate import moved
 
-WAKEUPS_PER_S = 20.0   # a main thread woken this often between samples passes through, not waits
+# A main thread that sleeps in a collective does not wake (Gloo's wait, NCCL's spin on a stream
+# count no voluntary switch); one that passes through collectives wakes tens of times a second.
+# Allowed before a process counts as moving: a few stray wake-ups, and one per sample (the armed
+# way's signal interrupts the wait it lands on).
+WAKEUPS_PER_S = 2.0
+WAKEUPS_SPARE = 2
 DESYNC, TIMEOUT, MOVING, INCOMPLETE, NOTHING, UNREAD = (
     "desync", "timeout", "moving", "incomplete", "nothing", "unread")
 # culprit kinds, most telling first (the finding is named by the first culprit's)
 OUTSIDE, OTHER_COLLECTIVE, GONE = "outside", "other_collective", "gone"
 _KIND_ORDER = {OUTSIDE: 0, OTHER_COLLECTIVE: 1, GONE: 2}
+_NO_PLACE = {"gone": "no process (exited, or never started)",
+             "unread": "stacks not readable (see the process's reason)"}
 
 
 @dataclass
@@ -45,6 +52,7 @@ class Seen:
     places: list[Where]
     stuck: bool
     wakeups_per_s: float | None
+    wakeups: int | None = None
 
     @property
     def last(self) -> Where | None:
@@ -69,7 +77,7 @@ class Group:
         unranked = [f"pid {p}" for r, _, p in self.members if r is None and p is not None]
         return {"ranks": ", ".join(x for x in (rank_ranges(self.ranks), *unranked) if x),
                 "count": len(self.members), "state": self.state, "culprit": self.culprit,
-                "where": self.where.describe() if self.where else self.state,
+                "where": self.where.describe() if self.where else _NO_PLACE.get(self.state, "?"),
                 "collective": self.where.collective if self.where else None,
                 "function": frame.function if frame else None,
                 "file": frame.file if frame else None, "line": frame.line if frame else None,
@@ -128,13 +136,16 @@ def see(proc: ProcessSnapshot) -> Seen:
     """A process's places and whether it is stuck at the last one."""
     places = _place_of(proc)
     states = [s for s in proc.samples if s.state is not None]
-    rate = None
+    rate = switches = None
+    still = True
     if len(states) >= 2 and states[-1].at > states[0].at:
+        window = states[-1].at - states[0].at
         _, switches = moved(states[0].state, states[-1].state)
         if switches is not None:
-            rate = switches / (states[-1].at - states[0].at)
+            rate = switches / window
+            still = switches <= WAKEUPS_SPARE + len(states) + WAKEUPS_PER_S * window
     same = bool(places) and all(p.key == places[-1].key for p in places)
-    return Seen(proc, places, same and (rate is None or rate < WAKEUPS_PER_S), rate)
+    return Seen(proc, places, same and still, rate, switches)
 
 
 def _state(members: list[Seen], collective: bool) -> str:
@@ -224,10 +235,10 @@ def _culprits(groups: list[Group], reference: Group, seen: list[Seen], gone: lis
                                         f"{how} in {place.describe() if place else '?'}"))
     for g in gone:
         last = exited[(g.host, g.pid)].last if (g.host, g.pid) in exited else None
-        why = f"{g.why} (last in {last.describe()})" if last else g.why
-        culprits.append(Culprit(GONE, g.rank, g.host, g.pid, last, why))
+        why = f"{g.why}; last in {last.describe()}" if last else g.why
+        culprits.append(Culprit(GONE, g.rank, g.host, g.pid, last, f"is gone ({why})"))
     for rank, why in extra_gone:
-        culprits.append(Culprit(GONE, rank, "?", None, None, why))
+        culprits.append(Culprit(GONE, rank, "?", None, None, f"is gone ({why})"))
     return sorted(culprits, key=lambda c: (_KIND_ORDER[c.kind], c.rank if c.rank is not None
                                            else 1 << 30))
 

@@ -62,20 +62,22 @@ def _cpu(p: dict[str, Any]) -> str:
         return "exited"
     cpu = p.get("cpu_s")
     wake = p.get("wakeups_per_s")
-    parts = [f"cpu +{cpu:.2f}s" if cpu is not None else "", f"{wake:g}/s wake" if wake else ""]
-    return ", ".join(x for x in parts if x) or "idle"
+    if not cpu and not wake:
+        return "no"
+    parts = [f"cpu +{cpu:.2f}s" if cpu else "", f"{wake:g} wake/s" if wake else ""]
+    return ", ".join(x for x in parts if x)
 
 
 def _process_rows(processes: list[dict[str, Any]]) -> list[str]:
     if not processes:
         return []
-    out = ["", "rank  host:pid              state  moving               wchan             "
+    out = ["", "rank  host:pid              state  moving                  wchan             "
                "source        where"]
     for p in processes[:MAX_PROCESS_ROWS]:
         rank = "?" if p["rank"] is None else str(p["rank"])
         where = p["where"] or "; ".join(x["what"] for x in p["problems"][-1:]) or "-"
         out.append(f"{rank:<4}  {(p['host'] + ':' + str(p['pid']))[:20]:<20}  "
-                   f"{p['state'] or '-':<5}  {_cpu(p)[:19]:<19}  {(p['wchan'] or '-')[:16]:<16}  "
+                   f"{p['state'] or '-':<5}  {_cpu(p)[:22]:<22}  {(p['wchan'] or '-')[:16]:<16}  "
                    f"{p['source'] or '-':<12}  {where}")
     if len(processes) > MAX_PROCESS_ROWS:
         out.append(f"... {len(processes) - MAX_PROCESS_ROWS} more (--format json lists all)")

@@ -2,7 +2,10 @@
 
 - ``outside``: rank HANG_CULPRIT is stuck in its data loading; the others wait in all_reduce;
 - ``other_collective``: rank HANG_CULPRIT calls broadcast where the others call all_reduce;
-- ``gone``: rank HANG_CULPRIT returns (exit code 0) while the others wait in all_reduce;
+- ``gone``: rank HANG_CULPRIT exits (code 0) while the others wait in all_reduce. Gloo notices
+  a closed socket at once, where NCCL keeps waiting until its watchdog fires: the exiting rank
+  first hands its sockets to the holder process at HANG_HOLDER (a unix socket the test serves),
+  so that, as under NCCL, its peers wait for a rank that is gone;
 - ``same``: every rank waits in all_reduce on the same line, half of them on another process
   group of the same members, so none ever completes;
 - ``healthy``: every rank trains (compute and all_reduce) until HANG_SECONDS have passed.
@@ -12,6 +15,7 @@ the process first (ncclcheck's one-line hook).
 """
 
 import os
+import socket
 import time
 
 import torch
@@ -24,6 +28,21 @@ if os.environ.get("HANG_ARM") == "1":
 def load_batch(seconds: float) -> torch.Tensor:
     time.sleep(seconds)  # a data loader that never returns
     return torch.ones(4)
+
+
+def hand_over_sockets(path: str) -> None:
+    """Send every socket this process holds to the holder, which keeps them open."""
+    fds = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}").startswith("socket:"):
+                fds.append(int(fd))
+        except OSError:
+            continue
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.connect(path)
+        socket.send_fds(conn, [b"fds"], fds)
+        conn.recv(1)  # the holder has them
 
 
 def ready(rank: int) -> None:
@@ -54,7 +73,8 @@ def main() -> None:
     if rank == culprit and scenario == "outside":
         t = load_batch(limit)
     if rank == culprit and scenario == "gone":
-        return
+        hand_over_sockets(os.environ["HANG_HOLDER"])
+        os._exit(0)  # no destructor may shut the handed-over sockets down
     if rank == culprit and scenario == "other_collective":
         dist.broadcast(t, src=culprit)
         return
