@@ -35,8 +35,8 @@ _DISTRIBUTED_FILES = re.compile(r"torch/distributed/(?:distributed_c10d|_functio
 # Where DDP's gradient all-reduce (C++ hooks) runs: a rank blocked there waits for the others.
 _BACKWARD = re.compile(r"torch/autograd/(?:__init__|graph)\.py$")
 _BACKWARD_FUNCTIONS = frozenset({"backward", "_engine_run_backward", "run_backward"})
-_LIBRARY = re.compile(r"/(?:site|dist)-packages/|/lib/python\d+(?:\.\d+)?/|^<frozen |^<string>$"
-                      r"|/lib/pypy\d|^<[a-z_ ]+>$")
+_LIBRARY = re.compile(r"/(?:site|dist)-packages/|/lib/python\d+(?:\.\d+)?/|^<frozen "
+                      r"|/lib/pypy\d|^<(?!string>|stdin>)[^>]*>$")
 # Threads that only wait for work: their stacks never speak for the process.
 IDLE_LOOPS = frozenset({"_pin_memory_loop", "_worker_loop", "_run", "_monitor", "run_forever",
                         "_handle_workers", "_handle_tasks", "_handle_results", "serve_forever",
@@ -118,21 +118,32 @@ def is_idle_loop(thread: ThreadStack) -> bool:
         f.function in ("_bootstrap", "_bootstrap_inner") for f in thread.frames[-2:])
 
 
+_PARKED = frozenset({"join", "_wait_for_tstate_lock", "wait", "result", "get", "acquire"})
+
+
+def _parked(thread: ThreadStack) -> bool:
+    """A main thread that only waits for another thread of its own (``Thread.join``, a future's
+    result): the training runs in that other thread."""
+    inner = thread.frames[0] if thread.frames else None
+    return inner is not None and inner.function in _PARKED and is_library(inner.file) and \
+        collective_of(thread.frames) is None
+
+
 def deciding_thread(threads: list[ThreadStack], pid: int | None = None) -> ThreadStack | None:
-    """The thread that says where the process is: the main thread when it shows the user's code
-    or a collective; else another thread that does and is no idle loop; else the main thread."""
+    """The thread that says where the process is: the main thread when it shows a collective, or
+    the user's code without merely waiting for a thread of its own; else another thread that
+    shows a collective (first) or the user's code and is no idle loop; else the main thread."""
     if not threads:
         return None
     main = next((t for t in threads if t.main), None) or next(
         (t for t in threads if t.name == "MainThread" or (pid and t.native_id == pid)), None)
     if main is not None:
         place = where(main)
-        if place.collective or place.user:
+        if place.collective or (place.user and not _parked(main)):
             return main
-    for thread in threads:
-        if thread is main or is_idle_loop(thread):
-            continue
-        place = where(thread)
-        if place.collective or place.user:
-            return thread
+    others = [t for t in threads if t is not main and not is_idle_loop(t)]
+    for wanted in ("collective", "user"):
+        for thread in others:
+            if getattr(where(thread), wanted):
+                return thread
     return main or threads[0]

@@ -41,8 +41,15 @@ class SpyResult:
     gone: bool = False             # the process ended meanwhile
 
 
+BINARY_VARIABLE = "NCCLCHECK_PYSPY"  # a py-spy to use instead, or "none" to use none
+
+
 def pyspy_binary() -> str | None:
-    """py-spy next to this interpreter (its wheel's script), else on the PATH."""
+    """$NCCLCHECK_PYSPY (a path, or "none"), else py-spy next to this interpreter (its wheel's
+    script), else on the PATH."""
+    chosen = os.environ.get(BINARY_VARIABLE)
+    if chosen is not None:
+        return None if chosen.strip().lower() in ("", "none") else chosen
     beside = os.path.join(os.path.dirname(sys.executable), "py-spy")
     if os.access(beside, os.X_OK):
         return beside

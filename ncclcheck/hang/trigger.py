@@ -88,22 +88,23 @@ def _size(path: str) -> int:
 def ask(marker: Marker, timeout: float) -> Answer:
     """Send the marker's signal and read the stacks written, within ``timeout`` seconds."""
     if marker.start_ticks is not None and start_ticks(marker.pid) != marker.start_ticks:
-        return Answer([], Problem(f"pid {marker.pid} is not the process that armed itself "
-                                  "(it started at another time): no signal sent"))
+        return Answer([], problem=Problem(
+            f"pid {marker.pid} is not the process that armed itself (it started at another "
+            "time): no signal sent"))
     if not caught_signals(marker.pid) & (1 << (marker.signal - 1)):
-        return Answer([], Problem(f"pid {marker.pid} does not catch signal {marker.signal} "
-                                  "(disarmed): no signal sent"))
+        return Answer([], problem=Problem(
+            f"pid {marker.pid} does not catch signal {marker.signal} (disarmed): no signal sent"))
     before = _size(marker.stacks)
     if before < 0:
-        return Answer([], Problem(f"cannot read {marker.stacks}"))
+        return Answer([], problem=Problem(f"cannot read {marker.stacks}"))
     sent = time.time()
     try:
         os.kill(marker.pid, marker.signal)
     except ProcessLookupError:
-        return Answer([], Problem("the process exited while it was asked"))
+        return Answer([], problem=Problem("the process exited while it was asked"))
     except PermissionError:
-        return Answer([], Problem(f"not allowed to signal pid {marker.pid}",
-                                  "run ncclcheck hang as the job's user (or as root)"))
+        return Answer([], problem=Problem(f"not allowed to signal pid {marker.pid}",
+                                          "run ncclcheck hang as the job's user (or as root)"))
     deadline = time.monotonic() + timeout
     size, stable_since = before, time.monotonic()
     while time.monotonic() < deadline:
@@ -114,7 +115,8 @@ def ask(marker: Marker, timeout: float) -> Answer:
         elif size > before and time.monotonic() - stable_since >= SETTLE_S:
             break
     if size <= before:
-        return Answer([], Problem(f"pid {marker.pid} wrote no stacks within {timeout:.1f} s"))
+        return Answer([], problem=Problem(
+            f"pid {marker.pid} wrote no stacks within {timeout:.1f} s"))
     with open(marker.stacks, "rb") as handle:
         handle.seek(before)
         text = handle.read(size - before).decode("utf-8", "replace")

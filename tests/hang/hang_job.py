@@ -10,13 +10,18 @@
   group of the same members, so none ever completes;
 - ``healthy``: every rank trains (compute and all_reduce) until HANG_SECONDS have passed.
 
+Like a real training process, every rank also runs a heartbeat thread in the script's own code
+and an idle thread pool (an asynchronous checkpoint writer): neither may speak for the rank.
 Every rank writes ``ready-<rank>`` into HANG_DIR once it is about to hang; ``HANG_ARM=1`` arms
-the process first (ncclcheck's one-line hook).
+the process first (ncclcheck's one-line hook); ``HANG_DEBUG_SERVER=1`` starts torch's debug
+server.
 """
 
 import os
 import socket
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 import torch.distributed as dist
@@ -25,8 +30,13 @@ if os.environ.get("HANG_ARM") == "1":
     from ncclcheck.hang import arm; arm()  # noqa: E702  (the one-line hook, as users write it)
 
 
+def heartbeat() -> None:
+    while True:
+        time.sleep(5)  # heartbeat-line
+
+
 def load_batch(seconds: float) -> torch.Tensor:
-    time.sleep(seconds)  # a data loader that never returns
+    time.sleep(seconds)  # load-batch-line: a data loader that never returns
     return torch.ones(4)
 
 
@@ -54,6 +64,12 @@ def ready(rank: int) -> None:
 
 def main() -> None:
     dist.init_process_group("gloo")
+    if os.environ.get("HANG_DEBUG_SERVER") == "1":
+        from torch.distributed.debug import start_debug_server
+        start_debug_server(port=0)
+    threading.Thread(target=heartbeat, name="heartbeat", daemon=True).start()
+    writer = ThreadPoolExecutor(1, thread_name_prefix="checkpoint")
+    writer.submit(time.sleep, 0).result()
     rank = dist.get_rank()
     scenario = os.environ["HANG_SCENARIO"]
     culprit = int(os.environ.get("HANG_CULPRIT", "1"))
@@ -76,10 +92,10 @@ def main() -> None:
         hand_over_sockets(os.environ["HANG_HOLDER"])
         os._exit(0)  # no destructor may shut the handed-over sockets down
     if rank == culprit and scenario == "other_collective":
-        dist.broadcast(t, src=culprit)
+        dist.broadcast(t, src=culprit)  # broadcast-line
         return
     group = other if scenario == "same" and rank % 2 else None
-    dist.all_reduce(t, group=group)
+    dist.all_reduce(t, group=group)  # all-reduce-line
 
 
 if __name__ == "__main__":
