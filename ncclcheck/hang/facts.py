@@ -64,7 +64,8 @@ def state(verdict: Verdict) -> Stated | None:
         return None
     ref = verdict.reference
     facts: dict[str, Any] = {
-        "groups": [g.to_dict() for g in verdict.groups], "groups_text": _groups_text(verdict.groups),
+        "groups": [g.to_dict() for g in verdict.groups],
+        "groups_text": _groups_text(verdict.groups),
         "collective": ref.where.collective if ref.where else None,
         "waiting": rank_ranges(ref.ranks) or "?", "waiting_count": len(ref.members),
         "waiting_where": ref.where.describe() if ref.where else "?",

@@ -28,7 +28,8 @@ class Frame:
     def short(self) -> str:
         """``function (file:line)`` with the file's last two path parts, as people read it."""
         parts = self.file.replace("\\", "/").split("/")
-        return f"{self.function} ({'/'.join(parts[-2:]) if len(parts) > 2 else self.file}:{self.line})"
+        file = "/".join(parts[-2:]) if len(parts) > 2 else self.file
+        return f"{self.function} ({file}:{self.line})"
 
     def to_list(self) -> list[Any]:
         return [self.function, self.file, self.line]

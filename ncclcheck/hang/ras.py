@@ -23,7 +23,8 @@ _RANK_LINE = re.compile(r"Rank (\d+) -- GPU (\d+) managed by process (\d+) on no
 _MISSING = re.compile(r"The missing ranks?: ([\d,\s-]+)")
 _GROUP = re.compile(r"^(\d+) ranks? ha(?:s|ve) (.+)$")
 _COMM = re.compile(r"^#(\d+-\d+) \((\w+)\) (\S+)")
-_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\d+)\s+([\d-]+)\s+(\d+)\s+(\d+)\s+([A-Z_]+)\s+([A-Z_]+)\s*$")
+_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\d+)\s+([\d-]+)\s+(\d+)\s+(\d+)\s+([A-Z_]+)"
+                  r"\s+([A-Z_]+)\s*$")
 _SECTION = re.compile(r"^\s*(Job summary|Communicators.*|Errors|Warnings)\s*$")
 
 

@@ -65,7 +65,8 @@ class Group:
 
     state: str                  # waiting, passing, stuck, running, gone, unread
     where: Where | None
-    members: list[tuple[int | None, str, int | None]] = field(default_factory=list)  # rank, host, pid
+    # (rank, host, pid) of each member
+    members: list[tuple[int | None, str, int | None]] = field(default_factory=list)
     culprit: bool = False
 
     @property
