@@ -309,6 +309,9 @@ def explain(paths, fmt, exit_code, list_catalogue) -> None:
 @cli.command()
 @click.option("--pid", "pids", type=click.IntRange(min=1), multiple=True, metavar="PID",
               help="A process of the job to look at (repeat it); default: find them.")
+@click.option("--job", "job", metavar="ID",
+              help="Where several jobs run on this node: the one to look at (its launcher's "
+                   "pid, Slurm job id or torchrun run id).")
 @click.option("--out", "out", metavar="DIR",
               help="Also write the snapshot there, one file per process (a shared folder: "
                    "run on every node, then `ncclcheck explain DIR`).")
@@ -321,7 +324,7 @@ def explain(paths, fmt, exit_code, list_catalogue) -> None:
               help="Seconds between samples.")
 @click.option("--exit-code", "exit_code", is_flag=True,
               help="Exit 1 when a rank holds the others up (or every rank is stuck).")
-def hang(pids, out, fmt, timeout, samples, interval, exit_code) -> None:
+def hang(pids, job, out, fmt, timeout, samples, interval, exit_code) -> None:
     """During a live hang: where every rank of the job on this node is, and which rank(s)
     hold the others up.
 
@@ -334,8 +337,8 @@ def hang(pids, out, fmt, timeout, samples, interval, exit_code) -> None:
     """
     # deferred: the snapshot and explain's engine, which the other commands and --help do not need
     from ncclcheck.hang.cli import HangArgs, run_hang
-    sys.exit(run_hang(HangArgs(tuple(pids), out, fmt, timeout, samples, interval, exit_code),
-                      UsageFailure))
+    sys.exit(run_hang(HangArgs(tuple(pids), job, out, fmt, timeout, samples, interval,
+                               exit_code), UsageFailure))
 
 
 def process_started() -> float | None:

@@ -16,6 +16,7 @@ from typing import Any
 from ncclcheck.explain.engine import explain_sources
 from ncclcheck.explain.reader import Source
 from ncclcheck.hang import discover, files
+from ncclcheck.hang.jobs import JobChoice, choose
 from ncclcheck.hang.procstate import moved
 from ncclcheck.hang.snapshot import Request, Taken, take
 from ncclcheck.hang.verdict import Verdict, judge_job, see
@@ -31,6 +32,7 @@ class HangArgs:
     """The command's options, as given."""
 
     pids: tuple[int, ...]
+    job: str | None
     out: str | None
     fmt: str
     timeout: float
@@ -57,12 +59,17 @@ def run_hang(args: HangArgs, usage_error: type[Exception]) -> int:
         why = _writable_folder(args.out)
         if why:
             raise usage_error(f"--out {args.out}: cannot write there ({why})")
-    found = None
     if args.pids:
         found, missing = discover.named(list(args.pids))
         if missing:
             raise usage_error(f"--pid {', '.join(map(str, missing))}: no such process")
-    taken = take(Request(args.pids, args.samples, args.interval, args.timeout), found)
+    else:
+        try:
+            found = choose(discover.find_job(), args.job, os.environ.get("SLURM_JOB_ID"))
+        except JobChoice as exc:
+            raise usage_error(str(exc)) from None
+    taken = take(Request(args.pids, args.samples, args.interval, args.timeout, job=args.job),
+                 found)
     with tempfile.TemporaryDirectory(prefix="ncclcheck-hang-") as scratch:
         folder = args.out or scratch
         written = files.write(taken.node, folder, taken.dumps)

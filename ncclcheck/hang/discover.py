@@ -49,6 +49,7 @@ class Found:
     python: bool
     start_ticks: int
     children: list[int] = field(default_factory=list)
+    launcher_pid: int | None = None     # the nearest launcher above it (torchrun, slurmstepd)
 
     @property
     def identity(self) -> tuple[str | None, ...] | None:
@@ -191,7 +192,7 @@ def _same_netns(pids: list[int]) -> list[int]:
 
 
 def find_job() -> list[Found]:
-    """The job's rank processes on this node, by pid."""
+    """The rank processes of every job on this node, by pid (jobs.py tells the jobs apart)."""
     table = _all_processes()
     mine = _mine(table)
     candidates: dict[int, Found] = {}
@@ -206,8 +207,19 @@ def find_job() -> list[Found]:
             found.python = _is_python(found.cmdline, found.comm, pid)
             candidates[pid] = found
     kept = [f for f in candidates.values() if not _shadowed(f, candidates, table)]
+    for found in kept:
+        found.launcher_pid = _launcher_above(found, table)
     pids = _same_netns(sorted(f.pid for f in kept))
     return [candidates[p] for p in pids]
+
+
+def _launcher_above(found: Found, table: dict[int, Found]) -> int | None:
+    pid = found.ppid
+    while pid in table and pid > 1:
+        if is_launcher(table[pid].cmdline, table[pid].comm):
+            return pid
+        pid = table[pid].ppid
+    return None
 
 
 def _shadowed(found: Found, candidates: dict[int, Found], table: dict[int, Found]) -> bool:

@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 
 from ncclcheck.hang import pyspy, ras
 from ncclcheck.hang.discover import Found, find_job, named, place_of
+from ncclcheck.hang.jobs import choose
 from ncclcheck.hang.model import GoneRank, NodeSnapshot, ProcessSnapshot, Problem, Sample
 from ncclcheck.hang.procstate import Gone, read_state
 from ncclcheck.hang.sources import Reader
@@ -36,6 +37,7 @@ class Request:
     interval_s: float = 1.0
     timeout_s: float = 30.0
     armed_folder: str | None = None
+    job: str | None = None           # which job, where the node runs several (jobs.py)
 
 
 @dataclass
@@ -68,12 +70,14 @@ def _record(found: Found, host: str, reader: Reader) -> ProcessSnapshot:
 
 
 def take(request: Request, found: list[Found] | None = None) -> Taken:
-    """The snapshot of this node (``found``: processes already chosen, e.g. by --pid)."""
+    """The snapshot of this node (``found``: processes already chosen, e.g. by --pid); raises
+    jobs.JobChoice when several jobs run here and none is chosen."""
     deadline = Deadline(request.timeout_s)
     started = time.monotonic()
     host = socket.gethostname()
     if found is None:
-        found = named(list(request.pids))[0] if request.pids else find_job()
+        found = named(list(request.pids))[0] if request.pids else choose(
+            find_job(), request.job, os.environ.get("SLURM_JOB_ID"))
     readers = {f.pid: Reader(f.pid) for f in found}
     spy = pyspy.pyspy_binary()
     notes = [] if spy else ["py-spy is not installed (pip install py-spy): stacks come only "
