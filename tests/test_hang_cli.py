@@ -82,3 +82,28 @@ def test_without_py_spy_and_unarmed_the_reason_and_fix_are_said(tmp_path):
     finally:
         os.killpg(sleeper.pid, signal.SIGKILL)
         sleeper.wait(timeout=10)
+
+
+def test_two_jobs_on_one_node_are_never_judged_together():
+    code = "import time; print('ready', flush=True); time.sleep(600)"
+    jobs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                             start_new_session=True,
+                             env={**ENV, "RANK": "0", "WORLD_SIZE": "1",
+                                  "TORCHELASTIC_RUN_ID": f"ncclcheck-test-{n}-{os.getpid()}"})
+            for n in (1, 2)]
+    try:
+        for job in jobs:
+            assert job.stdout.readline().strip() == "ready"
+        done = hang("--samples", "1")
+        assert done.returncode == 2 and "jobs run on this node" in done.stderr
+        assert "--job" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+        chosen = hang("--samples", "1", "--format", "json", "--job",
+                      f"ncclcheck-test-2-{os.getpid()}")
+        assert chosen.returncode == 0, chosen.stderr
+        assert [p["pid"] for p in json.loads(chosen.stdout)["hang"]["processes"]] == [jobs[1].pid]
+        missing = hang("--job", "no-such-job")
+        assert missing.returncode == 2 and "no such job on this node" in missing.stderr
+    finally:
+        for job in jobs:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait(timeout=10)

@@ -68,17 +68,24 @@ def _write_json(path: str, data: dict[str, Any]) -> None:
 
 
 def _flight_recorder() -> bytes | None:
-    """torch's flight-recorder dump (pickle), where torch.distributed is loaded and has one."""
+    """torch's flight-recorder dump (pickle), where torch.distributed is loaded and has one.
+    Without stack traces: symbolising them imports half of torch (seconds), and the stacks
+    are what faulthandler just wrote."""
     c10d = sys.modules.get("torch._C._distributed_c10d")
     if c10d is None:
         return None
     for name in ("_dump_fr_trace", "_dump_nccl_trace"):
         dump = getattr(c10d, name, None)
-        if dump is not None:
+        if dump is None:
+            continue
+        try:
             try:
+                return bytes(dump(includeCollectives=True, includeStackTraces=False,
+                                  onlyActive=False))
+            except TypeError:  # a release whose binding takes no keywords
                 return bytes(dump())
-            except Exception:  # a dump that fails must never disturb the job
-                return None
+        except Exception:  # a dump that fails must never disturb the job
+            return None
     return None
 
 
