@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import re
 
-from ncclcheck.hang.model import Frame, ThreadStack
+from ncclcheck.hang.model import ThreadStack
+from ncclcheck.hang.model import frame as make_frame
 
 _HEADER = re.compile(r"^(Current thread|Thread) (0x[0-9a-fA-F]+)(?: \[([^\]]*)\])?"
                      r"(?: \(most recent call first\))?:\s*$")
@@ -42,8 +43,8 @@ def parse(text: str, names: dict[int, str] | None = None,
             continue
         frame = _FRAME.match(line)
         if frame and current is not None:
-            current.frames.append(Frame(frame.group(3) or "?", frame.group(1),
-                                        int(frame.group(2))))
+            current.frames.append(make_frame(frame.group(3) or "?", frame.group(1),
+                                             int(frame.group(2))))
     threads = [t for t in threads if t.frames]
     if main_ident is not None and any(t.ident == main_ident for t in threads):
         for thread in threads:

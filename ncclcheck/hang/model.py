@@ -11,6 +11,7 @@ stored as ``[function, file, line]`` triples: a 10,240-rank job's snapshot is mo
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from typing import Any
 
 FORMAT_KEY = "ncclcheck_hang_snapshot"  # the first key of every snapshot file (files.py sniffs it)
@@ -37,7 +38,14 @@ class Frame:
     @classmethod
     def from_list(cls, value: Any) -> "Frame":
         function, file, line = value
-        return cls(str(function), str(file), int(line))
+        return frame(str(function), str(file), int(line))
+
+
+@lru_cache(maxsize=1 << 16)
+def frame(function: str, file: str, line: int) -> Frame:
+    """One shared Frame per place: a 10,240-rank job repeats the same few hundred frames, and
+    holding each once keeps a snapshot of millions of frames small."""
+    return Frame(function, file, line)
 
 
 @dataclass

@@ -20,7 +20,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-from ncclcheck.hang.model import Frame, Problem, ThreadStack
+from ncclcheck.hang.model import Problem, ThreadStack, frame
 
 SYS_PTRACE_FIX = ("give the container CAP_SYS_PTRACE (docker run --cap-add SYS_PTRACE; "
                   "Kubernetes securityContext.capabilities.add: [\"SYS_PTRACE\"]) or run "
@@ -65,13 +65,10 @@ def parse_dump(text: str, pid: int) -> list[ThreadStack]:
     for item in data if isinstance(data, list) else []:
         if not isinstance(item, dict):
             continue
-        frames = []
-        for frame in item.get("frames") or []:
-            if not isinstance(frame, dict):
-                continue
-            frames.append(Frame(str(frame.get("name") or "?"),
-                                str(frame.get("filename") or frame.get("short_filename") or "?"),
-                                int(frame.get("line") or 0)))
+        frames = [frame(str(f.get("name") or "?"),
+                        str(f.get("filename") or f.get("short_filename") or "?"),
+                        int(f.get("line") or 0))
+                  for f in item.get("frames") or [] if isinstance(f, dict)]
         native = item.get("os_thread_id")
         name = item.get("thread_name")
         threads.append(ThreadStack(
