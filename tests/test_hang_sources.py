@@ -219,6 +219,24 @@ def test_the_job_is_found_in_proc_without_its_children_or_wrappers(tmp_path):
             stop(child)
 
 
+def test_lightning_s_launching_process_is_its_rank_0():
+    """Lightning starts local ranks 1.. from the script's process, with LOCAL_RANK in their
+    environment only: the unmarked parent is local rank 0."""
+    sleeper = "import time; time.sleep(600)"
+    code = ("import os, subprocess, sys; env = dict(os.environ, LOCAL_RANK='1', NODE_RANK='0', "
+            f"WORLD_SIZE='2'); c = subprocess.Popen([sys.executable, '-c', {sleeper!r}], env=env);"
+            " print('ready', flush=True); c.wait()")
+    parent = start(code)
+    try:
+        done = subprocess.run([sys.executable, "-c", FIND], capture_output=True, text=True,
+                              env=PYTHON_ENV, timeout=60)
+        found = {pid: ppid for pid, ppid, _, _ in json.loads(done.stdout)}
+        assert parent.pid in found
+        assert [pid for pid, ppid in found.items() if ppid == parent.pid]
+    finally:
+        stop(parent)
+
+
 @pytest.mark.parametrize("argv, launcher", [
     (["/usr/bin/python3", "/venv/bin/torchrun", "--nproc-per-node", "8", "train.py"], True),
     (["python", "-m", "torch.distributed.run", "train.py"], True),

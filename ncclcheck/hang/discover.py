@@ -8,7 +8,10 @@ too, so of a chain of processes with the same rank the topmost Python one is the
 launchers themselves, this command and everything it starts are never taken.
 
 Where the environment cannot be read (another user's process without ptrace rights), a child of
-a launcher is still found by its parent's command line, which anyone may read.
+a launcher is still found by its parent's command line, which anyone may read. Lightning's own
+launcher is its rank 0: the script's process sets LOCAL_RANK for the children it starts, in its
+own memory only (/proc shows the environment a process started with), so a Python process whose
+children carry LOCAL_RANK and which has none is their local rank 0.
 """
 
 from __future__ import annotations
@@ -206,11 +209,36 @@ def find_job() -> list[Found]:
         if marked or launched:
             found.python = _is_python(found.cmdline, found.comm, pid)
             candidates[pid] = found
+    for parent in _launching_ranks(candidates, table, mine):
+        candidates[parent.pid] = parent
     kept = [f for f in candidates.values() if not _shadowed(f, candidates, table)]
     for found in kept:
         found.launcher_pid = _launcher_above(found, table)
     pids = _same_netns(sorted(f.pid for f in kept))
     return [candidates[p] for p in pids]
+
+
+def _launching_ranks(candidates: dict[int, Found], table: dict[int, Found],
+                     mine: set[int]) -> list[Found]:
+    """Lightning's rank 0: the Python parent, itself unmarked, of ranks that carry LOCAL_RANK;
+    its place is read from theirs (local rank 0 of the same node and world)."""
+    found = []
+    for child in list(candidates.values()):
+        parent = table.get(child.ppid)
+        if parent is None or parent.pid in candidates or parent.pid in mine or not child.env \
+                or "LOCAL_RANK" not in child.env or any(f.pid == parent.pid for f in found):
+            continue
+        parent.env = read_environ(parent.pid)
+        if parent.env is None or any(v in parent.env for v in RANK_VARIABLES) or is_launcher(
+                parent.cmdline, parent.comm) or not _is_python(parent.cmdline, parent.comm,
+                                                                 parent.pid):
+            continue
+        parent.python = True
+        parent.env = {**parent.env, "LOCAL_RANK": "0", **{
+            k: child.env[k] for k in ("NODE_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+            if k in child.env}}
+        found.append(parent)
+    return found
 
 
 def _launcher_above(found: Found, table: dict[int, Found]) -> int | None:
