@@ -14,6 +14,7 @@ from ncclcheck.report import render as render_document
 from ncclcheck.report.formats import EXPLANATION
 from ncclcheck.explain.hangs import HANG_RULES
 from ncclcheck.explain.signals import SIGNAL_RULES
+from ncclcheck.hang.facts import RULES as SNAPSHOT_RULES
 
 CATALOGUE = load()
 
@@ -89,7 +90,9 @@ def test_inferred_signatures_are_kept_out_of_line_matching():
                                                         *(CATALOGUE.by_rule(rule).id
                                                           for rule in SIGNAL_RULES),
                                                         *(CATALOGUE.by_rule(rule).id
-                                                          for rule in HANG_RULES.values())}
+                                                          for rule in HANG_RULES.values()),
+                                                        *(CATALOGUE.by_rule(rule).id
+                                                          for rule in SNAPSHOT_RULES.values())}
     assert {s.id for s in CATALOGUE.inferred_signatures
             if s.explains and "generic" not in s.explains} == set(EXPLAINED)
     assert not inferred & {s.id for s in CATALOGUE.line_signatures}

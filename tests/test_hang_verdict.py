@@ -69,7 +69,8 @@ def test_a_rank_stuck_outside_the_collective_is_the_culprit():
                               "collective": None}
     assert [(g["ranks"], g["count"]) for g in facts["groups"]] == [("2", 1), ("0-1, 3-7", 7)]
     assert facts["groups"][1]["where"].startswith("all_reduce <- main (job/train.py:")
-    assert stated.text.startswith("rank(s) 2 stuck in load_batch (job/train.py:29) while 7")
+    assert stated.text.startswith("rank 2 (node0, pid 1002) is stuck in load_batch "
+                                  "(job/train.py:29); 7 other rank(s) wait in all_reduce")
 
 
 def test_a_rank_in_a_different_collective_is_the_culprit():

@@ -95,10 +95,12 @@ def state(verdict: Verdict) -> Stated | None:
         where=_where(first))
     if others:
         facts["others"] = "; ".join(f"{_label(c)} {c.detail}" for c in others[:8])
-    verb = {OUTSIDE: first.detail, OTHER_COLLECTIVE: first.detail, GONE: first.detail}[first.kind]
-    who = rank_ranges(c.rank for c in same if c.rank is not None) or _label(first)
-    text = (f"rank(s) {who} {verb} while {len(ref.members)} rank(s) wait in "
-            f"{facts['waiting_where']}")
+    facts["verb"] = "is" if len(same) == 1 else "are"
+    ranked = [c.rank for c in same if c.rank is not None]
+    who = _label(first) if len(same) == 1 else (f"ranks {rank_ranges(ranked)}" if ranked
+                                                 else f"{len(same)} processes")
+    text = (f"{who} {facts['verb']} {facts['culprit_detail']}; {len(ref.members)} other rank(s) "
+            f"wait in {facts['waiting_where']}")
     return Stated(RULES[first.kind], facts, text, first.rank, first.host, first.pid)
 
 

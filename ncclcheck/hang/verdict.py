@@ -237,9 +237,9 @@ def _culprits(groups: list[Group], reference: Group, seen: list[Seen], gone: lis
     for g in gone:
         last = exited[(g.host, g.pid)].last if (g.host, g.pid) in exited else None
         why = f"{g.why}; last in {last.describe()}" if last else g.why
-        culprits.append(Culprit(GONE, g.rank, g.host, g.pid, last, f"is gone ({why})"))
+        culprits.append(Culprit(GONE, g.rank, g.host, g.pid, last, f"gone ({why})"))
     for rank, why in extra_gone:
-        culprits.append(Culprit(GONE, rank, "?", None, None, f"is gone ({why})"))
+        culprits.append(Culprit(GONE, rank, "?", None, None, f"gone ({why})"))
     return sorted(culprits, key=lambda c: (_KIND_ORDER[c.kind], c.rank if c.rank is not None
                                            else 1 << 30))
 

@@ -71,13 +71,13 @@ def _cpu(p: dict[str, Any]) -> str:
 def _process_rows(processes: list[dict[str, Any]]) -> list[str]:
     if not processes:
         return []
-    out = ["", "rank  host:pid              state  moving                  wchan             "
+    out = ["", "rank  host:pid              state  moving                  wchan               "
                "source        where"]
     for p in processes[:MAX_PROCESS_ROWS]:
         rank = "?" if p["rank"] is None else str(p["rank"])
         where = p["where"] or "; ".join(x["what"] for x in p["problems"][-1:]) or "-"
         out.append(f"{rank:<4}  {(p['host'] + ':' + str(p['pid']))[:20]:<20}  "
-                   f"{p['state'] or '-':<5}  {_cpu(p)[:22]:<22}  {(p['wchan'] or '-')[:16]:<16}  "
+                   f"{p['state'] or '-':<5}  {_cpu(p)[:22]:<22}  {(p['wchan'] or '-')[:18]:<18}  "
                    f"{p['source'] or '-':<12}  {where}")
     if len(processes) > MAX_PROCESS_ROWS:
         out.append(f"... {len(processes) - MAX_PROCESS_ROWS} more (--format json lists all)")
