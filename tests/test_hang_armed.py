@@ -32,8 +32,18 @@ def _unavailable() -> str | None:
         return "needs root (to run the job as another user and drop a capability)"
     for tool in ("setpriv", "capsh"):
         if shutil.which(tool) is None:
-            return f"needs {tool}"
+            return f"needs {tool} (util-linux, libcap2-bin)"
     return None
+
+
+def require() -> None:
+    """Skip locally without the tools; under CI=true a missing tool fails (scripts/test.sh
+    installs them)."""
+    reason = _unavailable()
+    if reason and os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"CI=true but {reason}")
+    if reason:
+        pytest.skip(reason)
 
 
 @pytest.fixture
@@ -46,9 +56,7 @@ def shared_folder():
 
 
 def test_no_ptrace_rights_then_the_armed_way(shared_folder):
-    reason = _unavailable()
-    if reason:
-        pytest.skip(reason)
+    require()
     armed = shared_folder / "armed"
     armed.mkdir(mode=0o1777)
     armed.chmod(0o1777)
@@ -90,9 +98,7 @@ def test_no_ptrace_rights_then_the_armed_way(shared_folder):
 
 def test_the_fix_is_said_where_nothing_can_read_the_process(shared_folder):
     """Not armed and no ptrace rights: the process is listed with the reason and both fixes."""
-    reason = _unavailable()
-    if reason:
-        pytest.skip(reason)
+    require()
     sleeper = subprocess.Popen([*AS_NOBODY, sys.executable, "-c",
                                 "import time; print('ready', flush=True); time.sleep(600)"],
                                stdout=subprocess.PIPE, text=True, start_new_session=True)
