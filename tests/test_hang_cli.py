@@ -107,3 +107,22 @@ def test_two_jobs_on_one_node_are_never_judged_together():
         for job in jobs:
             os.killpg(job.pid, signal.SIGKILL)
             job.wait(timeout=10)
+
+
+def test_the_timeout_bounds_the_command():
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; print('ready', flush=True); "
+                                "time.sleep(600)"], stdout=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    try:
+        assert sleeper.stdout.readline().strip() == "ready"
+        started = time.monotonic()
+        done = hang("--pid", str(sleeper.pid), "--format", "json", "--samples", "20",
+                    "--interval", "1", "--timeout", "2")
+        took = time.monotonic() - started
+        assert done.returncode == 0, done.stderr
+        doc = json.loads(done.stdout)
+        assert any("--timeout reached after" in n for n in doc["hang"]["notes"])
+        assert doc["hang"]["duration_s"] < 3.0 and took < 15
+    finally:
+        os.killpg(sleeper.pid, signal.SIGKILL)
+        sleeper.wait(timeout=10)

@@ -23,7 +23,7 @@ def root_of(doc: dict) -> dict:
 def test_a_rank_stuck_in_its_data_loading(tmp_path):
     with hung_job(tmp_path / "job", "outside", 4, HANG_CULPRIT="2") as (launcher, pids):
         doc = hang_json("--job", str(launcher), "--out", str(tmp_path / "snap"))
-        joined = explain_json(str(tmp_path / "snap"))
+        joined = explain_json(str(tmp_path / "snap"), str(tmp_path / "job" / "torchrun.log"))
     root = root_of(doc)
     facts = root["facts"]
     assert (root["id"], root["category"]) == ("hang.outside_collective", "desync")
@@ -38,7 +38,7 @@ def test_a_rank_stuck_in_its_data_loading(tmp_path):
     assert {p["source"] for p in doc["hang"]["processes"]} == {"py-spy"}
     # the heartbeat thread (the script's own code) and the idle pool never speak for a rank
     assert {p["thread"] for p in doc["hang"]["processes"]} == {"MainThread"}
-    # the folder --out wrote, explained alone, says the same
+    # the folder --out wrote, explained with the job's log, says the same
     again = root_of(joined)
     assert (again["id"], again["facts"]["ranks"], again["facts"]["where"]) == (
         root["id"], [2], facts["where"])
