@@ -99,11 +99,13 @@ def test_eight_processes_in_under_five_seconds(tmp_path):
 
 def test_torch_s_debug_server_gives_stacks_and_the_flight_recorder(tmp_path):
     """Without py-spy (NCCLCHECK_PYSPY=none): each rank's own worker server answers with its
-    stacks and its flight recorder (Gloo's), written beside the snapshot; explain reads both."""
+    stacks and its flight recorder (Gloo's), written beside the snapshot; explain reads both.
+    With py-spy, the stacks are py-spy's and the flight recorder still the server's."""
     with hung_job(tmp_path / "job", "outside", 3, HANG_CULPRIT="1", HANG_DEBUG_SERVER="1",
                   TORCH_FR_BUFFER_SIZE="200") as (launcher, _):
         doc = hang_json("--job", str(launcher), "--out", str(tmp_path / "snap"),
                         env={"NCCLCHECK_PYSPY": "none"})
+        with_pyspy = hang_json("--job", str(launcher), "--out", str(tmp_path / "snap2"))
     assert {p["source"] for p in doc["hang"]["processes"]} == {"debug-server"}
     root = root_of(doc)
     assert root["id"] == "hang.outside_collective" and root["facts"]["ranks"] == [1]
@@ -112,3 +114,6 @@ def test_torch_s_debug_server_gives_stacks_and_the_flight_recorder(tmp_path):
     assert len(dumps) == 3, dumps
     fr = [f for f in doc["findings"] if f["id"].startswith("fr.")]
     assert fr and fr[0]["facts"]["ranks"] == [1]
+    # where py-spy reads the stacks, the debug server still gives the flight recorder
+    assert {p["source"] for p in with_pyspy["hang"]["processes"]} == {"py-spy"}
+    assert len(list((tmp_path / "snap2").glob("fr-*.json"))) == 3

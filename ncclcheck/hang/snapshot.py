@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from ncclcheck.hang import pyspy, ras
+from ncclcheck.hang import debugserver, pyspy, ras
 from ncclcheck.hang.discover import Found, find_job, named, place_of
 from ncclcheck.hang.jobs import choose
 from ncclcheck.hang.model import GoneRank, NodeSnapshot, ProcessSnapshot, Problem, Sample
@@ -168,11 +168,15 @@ def _dumps(taken: Taken, readers: dict[int, Reader], found: list[Found],
            deadline: Deadline) -> None:
     """Flight-recorder dumps: from the debug server or the armed hook (taken now), and those the
     job wrote already (its TORCH_FR_DUMP_TEMP_FILE prefix + rank)."""
+    avoid = {int(f.env["MASTER_PORT"]) for f in found
+             if f.env and f.env.get("MASTER_PORT", "").isdigit()}
     for record in taken.node.processes:
         reader = readers[record.pid]
         data = reader.fr
-        if data is None and reader.server is not None and deadline.left() > 0.5:
-            data = reader.server.flight_recorder(deadline.left(5.0))
+        if data is None and not record.exited and deadline.left() > 0.5:
+            # the debug server's flight recorder, also where py-spy read the stacks
+            server = reader.server or debugserver.find(record.pid, avoid, deadline.left(2.0))
+            data = server.flight_recorder(deadline.left(5.0)) if server else None
         if data:
             suffix = ".json" if data.lstrip()[:1] == b"{" else ".pkl"
             rank = record.rank if record.rank is not None else record.pid
