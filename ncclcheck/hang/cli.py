@@ -17,6 +17,8 @@ from ncclcheck.explain.engine import explain_sources
 from ncclcheck.explain.reader import Source
 from ncclcheck.hang import discover, files
 from ncclcheck.hang.jobs import JobChoice, choose
+from ncclcheck.hang.frames import deciding_thread
+from ncclcheck.hang.model import ProcessSnapshot
 from ncclcheck.hang.procstate import moved
 from ncclcheck.hang.snapshot import Request, Taken, take
 from ncclcheck.hang.verdict import Verdict, judge_job, see
@@ -25,6 +27,7 @@ from ncclcheck.report import render
 from ncclcheck.report.formats import HANG
 
 MAX_COPIED_DUMP = 256 << 20   # a dump the job wrote is copied into --out up to this size
+MAX_FRAMES = 64               # frames of each process's deciding thread in the JSON document
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,15 @@ def _job_dumps(taken: Taken, out: str | None) -> list[Source]:
     return sources
 
 
+def _stack(proc: ProcessSnapshot) -> list[str]:
+    """The deciding thread's frames at the last sample, innermost first."""
+    for sample in reversed(proc.samples):
+        thread = deciding_thread(sample.threads, proc.pid)
+        if thread is not None:
+            return [f"{f.function} ({f.file}:{f.line})" for f in thread.frames[:MAX_FRAMES]]
+    return []
+
+
 def summary(taken: Taken, verdict: Verdict, out: str | None) -> dict[str, Any]:
     """What the table shows beside the findings: the node, every group, every process."""
     node = taken.node
@@ -127,6 +139,7 @@ def summary(taken: Taken, verdict: Verdict, out: str | None) -> dict[str, Any]:
             else round(seen.wakeups_per_s, 1), "stuck": seen.stuck,
             "where": seen.last.describe() if seen.last else None,
             "thread": seen.last.thread if seen.last else None,
+            "stack": _stack(proc),
             "problems": [p.to_dict() for p in proc.problems], "fr_dump": proc.fr_dump})
     return redact_value_tree({
         "host": node.host, "taken_at": node.taken_at, "samples": node.samples,

@@ -13,6 +13,7 @@ from typing import Any
 
 WIDTH = 100
 MAX_PROCESS_ROWS = 64
+MAX_STACK_LINES = 12
 
 
 def _wrap(text: str, indent: str) -> list[str]:
@@ -84,9 +85,25 @@ def _process_rows(processes: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def _culprit_stack(data: dict[str, Any]) -> list[str]:
+    """The first culprit's stack, innermost first, as the snapshot took it."""
+    root = data["findings"][0] if data["findings"] and data["findings"][0]["root_cause"] else None
+    if root is None or not root["id"].startswith("hang.") or root["rank"] is None:
+        return []
+    proc = next((p for p in data["hang"]["processes"] if p["rank"] == root["rank"]
+                 and p["host"] == root["host"]), None)
+    if proc is None or not proc["stack"]:
+        return []
+    shown = proc["stack"][:MAX_STACK_LINES]
+    more = len(proc["stack"]) - len(shown)
+    return (["", f"rank {proc['rank']}'s stack ({proc['thread'] or 'thread'}, innermost first):"]
+            + [f"  {frame}" for frame in shown] + ([f"  ... {more} more"] if more > 0 else []))
+
+
 def render_table(data: dict[str, Any]) -> str:
     hang = data["hang"]
     out = [_headline(data)] + _verdict_lines(data)
+    out += _culprit_stack(data)
     out += _group_rows(hang["groups"])
     out += _process_rows(hang["processes"])
     for gone in hang["gone"]:
