@@ -253,3 +253,28 @@ def test_a_file_that_is_no_snapshot_is_refused(tmp_path):
     path.write_text(json.dumps({"ncclcheck_hang_snapshot": 99}))
     with open(path, "rb") as handle, pytest.raises(Exception, match="format 1"):
         load(handle, str(path))
+
+
+def test_a_job_armed_by_its_command_line_runs_its_script_as_main(tmp_path):
+    """`python -m ncclcheck.hang.armed train.py ARGS`: armed, the script runs as __main__ with
+    its own argv and folder on sys.path, and discovery takes it for a rank."""
+    script = tmp_path / "train.py"
+    (tmp_path / "helper.py").write_text("VALUE = 7\n")
+    script.write_text("import sys, time\nimport helper\n"
+                      "print('ready', __name__, sys.argv[1:], helper.VALUE, flush=True)\n"
+                      "time.sleep(600)\n")
+    child = subprocess.Popen([sys.executable, "-m", "ncclcheck.hang.armed", str(script), "--lr",
+                              "3"], stdout=subprocess.PIPE, text=True, start_new_session=True,
+                             env={**PYTHON_ENV, "NCCLCHECK_HANG_DIR": str(tmp_path / "armed"),
+                                  "RANK": "0", "WORLD_SIZE": "1"})
+    try:
+        assert child.stdout.readline().split() == ["ready", "__main__", "['--lr',", "'3']", "7"]
+        marker = trigger.find_marker(child.pid, str(tmp_path / "armed"))
+        assert marker is not None and marker.env["RANK"] == "0"
+        answer = trigger.ask(marker, 10.0)
+        assert where(deciding_thread(answer.threads)).user.file == str(script)
+        done = subprocess.run([sys.executable, "-c", FIND], capture_output=True, text=True,
+                              env=PYTHON_ENV, timeout=60)
+        assert child.pid in {pid for pid, _, _, _ in json.loads(done.stdout)}
+    finally:
+        stop(child)

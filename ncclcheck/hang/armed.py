@@ -6,6 +6,9 @@ job), the process can still say where it is. One line at the top of the training
 
     from ncclcheck.hang import arm; arm()
 
+or, without touching the script, the job's command run through this module
+(``torchrun ... -m ncclcheck.hang.armed train.py ARGS``, ``python -m ncclcheck.hang.armed
+train.py ARGS``, ``-m ncclcheck.hang.armed -m package.module ARGS``),
 registers Python's faulthandler on a signal (SIGUSR2 unless told otherwise): on that signal the
 interpreter itself writes every thread's stack to a file of this process's, from C, even while
 the main thread is blocked in a collective or holds the GIL. A small daemon thread watches that
@@ -23,6 +26,7 @@ from __future__ import annotations
 import faulthandler
 import json
 import os
+import runpy
 import signal
 import socket
 import sys
@@ -159,3 +163,28 @@ def disarm() -> None:
             os.unlink(base + suffix)
         except OSError:
             pass
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m ncclcheck.hang.armed SCRIPT ARGS`` (or ``-m MODULE ARGS``): arm, then run the
+    script as its own ``__main__``, as ``python SCRIPT ARGS`` would."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help") or (argv[0] == "-m" and len(argv) < 2):
+        print("usage: python -m ncclcheck.hang.armed SCRIPT [ARGS] | -m MODULE [ARGS]",
+              file=sys.stderr)
+        raise SystemExit(2)
+    # this file runs as __main__: the package's copy of it (imported by ncclcheck.hang first)
+    # keeps the state, so that a later `from ncclcheck.hang import arm; arm()` finds it armed
+    package = sys.modules.get("ncclcheck.hang.armed")
+    (package.arm if package is not None else arm)()
+    if argv[0] == "-m":
+        sys.argv = argv[1:]
+        runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+    else:
+        sys.argv = argv
+        sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
+        runpy.run_path(argv[0], run_name="__main__")
+
+
+if __name__ == "__main__":
+    main()

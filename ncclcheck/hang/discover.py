@@ -36,7 +36,8 @@ KEPT_NAMES = frozenset({"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", 
 _LAUNCHER_WORDS = re.compile(
     r"(?:^|[/\s])(?:torchrun|srun|slurmstepd|mpirun|mpiexec|orterun|prterun|orted|prted|"
     r"hydra_pmi_proxy|jsrun)(?:\s|$)|torch\.distributed\.(?:run|launch)\b")
-_NCCLCHECK = re.compile(r"(?:^|[/\s])ncclcheck(?:\s|$)|-m\s+ncclcheck\b")
+# ncclcheck's own commands (never `-m ncclcheck.hang.armed train.py`, which is a rank)
+_NCCLCHECK = re.compile(r"(?:^|[/\s])ncclcheck(?:\s|$)|-m\s+ncclcheck(?:\s|$)")
 _PYTHON = re.compile(r"(?:^|/)(?:python[\d.]*|pypy[\d.]*)(?:-dbg)?$")
 
 

@@ -24,8 +24,9 @@ from ncclcheck.hang.model import Problem, ThreadStack, frame
 
 SYS_PTRACE_FIX = ("give the container CAP_SYS_PTRACE (docker run --cap-add SYS_PTRACE; "
                   "Kubernetes securityContext.capabilities.add: [\"SYS_PTRACE\"]) or run "
-                  "ncclcheck hang as the job's user{user}; or arm the job "
-                  "(`from ncclcheck.hang import arm; arm()`) so that it writes its own stacks")
+                  "ncclcheck hang as the job's user{user}; or arm the job so that it writes "
+                  "its own stacks (`from ncclcheck.hang import arm; arm()` in the script, or "
+                  "`torchrun ... -m ncclcheck.hang.armed train.py`)")
 _DENIED = ("permission denied", "operation not permitted", "eperm", "access denied",
            "ptrace", "process_vm_readv")
 _GONE = ("no such process", "failed to find process", "esrch", "process has exited")

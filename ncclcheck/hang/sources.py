@@ -74,7 +74,8 @@ class Reader:
                 self.problems.append(Problem(
                     "not armed: no marker of this process in the armed folder",
                     "add `from ncclcheck.hang import arm; arm()` at the top of the training "
-                    "script (it then writes its own stacks on a signal)"))
+                    "script, or launch it as `torchrun ... -m ncclcheck.hang.armed train.py` "
+                    "(it then writes its own stacks on a signal)"))
                 self.way = "none"
             return []
         answer = trigger.ask(self.marker, timeout)
