@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from ncclcheck.hang import ras, trigger
-from ncclcheck.hang.discover import find_job, is_launcher, named
+from ncclcheck.hang.discover import is_launcher, named
 from ncclcheck.hang.faulttext import parse
 from ncclcheck.hang.files import documents, join, load, sniff_snapshot, write
 from ncclcheck.hang.frames import deciding_thread, is_idle_loop, where
