@@ -59,6 +59,9 @@ def test_a_process_that_is_no_job_gives_notes_not_a_failure(tmp_path):
         table = hang("--pid", str(sleeper.pid), "--samples", "1")
         assert table.returncode == 0 and "No rank holds the others up." in table.stdout
         assert "napping" in table.stdout
+        markdown = hang("--pid", str(sleeper.pid), "--samples", "1", "--format", "markdown")
+        assert markdown.returncode == 0 and "## Where the ranks are" in markdown.stdout
+        assert f"| pid {sleeper.pid} | 1 | stuck | `napping (" in markdown.stdout
     finally:
         os.killpg(sleeper.pid, signal.SIGKILL)
         sleeper.wait(timeout=10)
