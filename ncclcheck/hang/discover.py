@@ -136,8 +136,10 @@ def place_of(env: Mapping[str, str] | None) -> Place:
     if not env:
         return Place(None, None, None, None, None)
     layout, _ = read_layout(env)
+    if layout.single_process:  # no launcher's variable: its place in a job is unknown
+        return Place(None, None, None, None, None)
     return Place(layout.rank, layout.local_rank, layout.world_size, layout.local_world_size,
-                 None if layout.single_process else layout.launcher)
+                 layout.launcher)
 
 
 def _all_processes() -> dict[int, Found]:
