@@ -126,7 +126,7 @@ def take(request: Request, found: list[Found] | None = None) -> Taken:
     taken = Taken(NodeSnapshot(host, datetime.now(timezone.utc).isoformat(timespec="seconds"),
                                max(1, request.samples), request.interval_s, 0.0, processes,
                                gone_ranks(processes, host), None, notes))
-    _dumps(taken, readers, found, deadline)
+    _dumps(taken, readers, found, deadline, avoid)
     if deadline.left() > 1.0:
         address = next((f.env["NCCL_RAS_ADDR"] for f in found
                         if f.env and f.env.get("NCCL_RAS_ADDR")), None)
@@ -164,12 +164,11 @@ def gone_ranks(processes: list[ProcessSnapshot], host: str) -> list[GoneRank]:
     return gone
 
 
-def _dumps(taken: Taken, readers: dict[int, Reader], found: list[Found],
-           deadline: Deadline) -> None:
+def _dumps(taken: Taken, readers: dict[int, Reader], found: list[Found], deadline: Deadline,
+           avoid: set[int]) -> None:
     """Flight-recorder dumps: from the debug server or the armed hook (taken now), and those the
-    job wrote already (its TORCH_FR_DUMP_TEMP_FILE prefix + rank)."""
-    avoid = {int(f.env["MASTER_PORT"]) for f in found
-             if f.env and f.env.get("MASTER_PORT", "").isdigit()}
+    job wrote already (its TORCH_FR_DUMP_TEMP_FILE prefix + rank). ``avoid``: the job's store
+    ports, never asked anything."""
     for record in taken.node.processes:
         reader = readers[record.pid]
         data = reader.fr
