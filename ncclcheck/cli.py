@@ -306,6 +306,41 @@ def explain(paths, fmt, exit_code, list_catalogue) -> None:
     sys.exit(run_explain(list(paths), fmt, exit_code, list_catalogue, UsageFailure))
 
 
+@cli.command()
+@click.option("--pid", "pids", type=click.IntRange(min=1), multiple=True, metavar="PID",
+              help="A process of the job to look at (repeat it); default: find them.")
+@click.option("--job", "job", metavar="ID",
+              help="Where several jobs run on this node: the one to look at (its launcher's "
+                   "pid, Slurm job id or torchrun run id).")
+@click.option("--out", "out", metavar="DIR",
+              help="Also write the snapshot there, one file per process (a shared folder: "
+                   "run on every node, then `ncclcheck explain DIR`).")
+@format_option
+@click.option("--timeout", type=FiniteSeconds(1.0), default=30.0, show_default=True,
+              help="Deadline in seconds for the whole command.")
+@click.option("--samples", type=click.IntRange(1, 20), default=3, show_default=True,
+              help="How many times each process is looked at.")
+@click.option("--interval", type=FiniteSeconds(0.0, 60.0), default=1.0, show_default=True,
+              help="Seconds between samples.")
+@click.option("--exit-code", "exit_code", is_flag=True,
+              help="Exit 1 when a rank holds the others up (or every rank is stuck).")
+def hang(pids, job, out, fmt, timeout, samples, interval, exit_code) -> None:
+    """During a live hang: where every rank of the job on this node is, and which rank(s)
+    hold the others up.
+
+    \b
+    Examples:
+      ncclcheck hang                                  # find the job's processes on this node
+      ncclcheck hang --pid 4121 --pid 4122 --format json
+      srun --overlap --jobid 1234 ncclcheck hang --out /shared/hang-1234
+      ncclcheck explain /shared/hang-1234             # every node's snapshot, one verdict
+    """
+    # deferred: the snapshot and explain's engine, which the other commands and --help do not need
+    from ncclcheck.hang.cli import HangArgs, run_hang
+    sys.exit(run_hang(HangArgs(tuple(pids), job, out, fmt, timeout, samples, interval,
+                               exit_code), UsageFailure))
+
+
 def process_started() -> float | None:
     """When this process started, as a time.monotonic() value, so that --timeout counts from
     the command's start (interpreter and imports take seconds on a loaded host); None when

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything the test suite needs into .venv, then runs it.
 # As root on Debian/Ubuntu it first apt-installs what the real-system tests use: iproute2 and
-# iptables (network namespaces), gcc, openmpi-bin (mpirun) and munge + slurmctld + slurmd +
-# slurm-client (a single-host Slurm that only the tests start).
+# iptables (network namespaces), gcc, openmpi-bin (mpirun), libcap2-bin (capsh) and munge +
+# slurmctld + slurmd + slurm-client (a single-host Slurm that only the tests start).
 # torch==2.13.0 is installed first. It is the CPU build only where a local wheel store or mirror
 # provides it; elsewhere set TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu, or pip
 # resolves the CUDA build and its nvidia-* wheels (several GB).
@@ -15,6 +15,8 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   command -v iptables >/dev/null 2>&1 || missing="$missing iptables"
   command -v gcc >/dev/null 2>&1 || missing="$missing gcc"
   command -v mpirun >/dev/null 2>&1 || missing="$missing openmpi-bin"
+  # capsh: `ncclcheck hang` without CAP_SYS_PTRACE (tests/test_hang_armed.py)
+  command -v capsh >/dev/null 2>&1 || missing="$missing libcap2-bin"
   # A real single-host Slurm for tests/slurm.py (the daemons are started by the tests only).
   command -v munged >/dev/null 2>&1 || missing="$missing munge"
   command -v slurmctld >/dev/null 2>&1 || missing="$missing slurmctld"

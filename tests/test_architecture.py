@@ -46,7 +46,7 @@ DEFERRED_PACKAGES = frozenset({
 DEFERRED_MODULES: dict[str, frozenset[str]] = {
     "ncclcheck": frozenset({"ncclcheck.model", "ncclcheck.context", "ncclcheck.runner"}),
     "ncclcheck.cli": frozenset({"ncclcheck.runner", "ncclcheck.lightning.probe",
-                                "ncclcheck.explain.cli"}),
+                                "ncclcheck.explain.cli", "ncclcheck.hang.cli"}),
 }
 REASON = "# deferred:"
 
@@ -344,13 +344,18 @@ def test_the_catalogue_is_a_leaf_that_never_reaches_explain():
 
 
 def test_only_the_explain_command_imports_explain_from_outside_it():
+    """And the hang command's body, which explains its snapshots with explain's engine; the
+    command line loads either only when that command runs."""
     graph, why = import_graph()
     importers = {source for source, targets in graph.items()
                  if not source.startswith("ncclcheck.explain")
                  and any(t == "ncclcheck.explain" or t.startswith("ncclcheck.explain.")
                          for t in targets)}
-    assert importers == {"ncclcheck.cli"}
+    assert importers == {"ncclcheck.cli", "ncclcheck.hang.cli"}
     assert why[("ncclcheck.cli", "ncclcheck.explain.cli")].deferred  # only when it runs
+    assert why[("ncclcheck.cli", "ncclcheck.hang.cli")].deferred
+    assert not [t for t in graph if t.startswith("ncclcheck.hang") and t != "ncclcheck.hang.cli"
+                and "ncclcheck.hang.cli" in graph[t]]
 
 
 @pytest.mark.parametrize("code", [
@@ -366,7 +371,15 @@ def test_the_probes_and_the_registry_load_neither_lightning_nor_torch(code):
 def test_the_command_line_loads_a_command_s_machinery_only_when_it_runs():
     """What cli.py defers, so that --help and `ncclcheck explain` stay quick."""
     assert _loaded_after("import ncclcheck.cli", ("torch", "ncclcheck.runner",
-                                                  "ncclcheck.lightning", "ncclcheck.explain")) == []
+                                                  "ncclcheck.lightning", "ncclcheck.explain",
+                                                  "ncclcheck.hang")) == []
+
+
+@pytest.mark.parametrize("argv", [["hang", "--help"], ["explain", "--help"], ["--help"]])
+def test_help_imports_no_torch(argv):
+    code = ("import sys; from ncclcheck.cli import cli; out, sys.stdout = sys.stdout, sys.stderr; "
+            f"cli.main({argv!r}, standalone_mode=False); sys.stdout = out")
+    assert _loaded_after(code, ("torch", "ncclcheck.runner")) == []
 
 
 def _loaded_after(code: str, names: tuple[str, ...]) -> list[str]:

@@ -15,6 +15,7 @@ from ncclcheck.report.formats import EXPLANATION
 from ncclcheck.explain.hangs import HANG_RULES
 from ncclcheck.explain.readers.watchdog_lag import RULE as WATCHDOG_LAG
 from ncclcheck.explain.signals import SIGNAL_RULES
+from ncclcheck.hang.facts import RULES as SNAPSHOT_RULES
 
 CATALOGUE = load()
 
@@ -91,7 +92,9 @@ def test_inferred_signatures_are_kept_out_of_line_matching():
                                                           for rule in SIGNAL_RULES),
                                                         *(CATALOGUE.by_rule(rule).id
                                                           for rule in HANG_RULES.values()),
-                                                        CATALOGUE.by_rule(WATCHDOG_LAG).id}
+                                                        CATALOGUE.by_rule(WATCHDOG_LAG).id,
+                                                        *(CATALOGUE.by_rule(rule).id
+                                                          for rule in SNAPSHOT_RULES.values())}
     assert {s.id for s in CATALOGUE.inferred_signatures
             if s.explains and "generic" not in s.explains} == set(EXPLAINED)
     assert not inferred & {s.id for s in CATALOGUE.line_signatures}

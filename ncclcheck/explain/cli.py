@@ -21,10 +21,11 @@ def run_explain(paths: list[str], fmt: str, exit_code: bool, list_catalogue: boo
         raise usage_error("no log given: pass PATH ... or pipe a log into `ncclcheck explain -`")
     try:
         screened = screen(sources(paths))
-        if screened.binary and not screened.readable and not screened.dumps:  # bad input
+        if screened.binary and not (screened.readable or screened.dumps or screened.snapshots):
             shown = ", ".join(screened.binary[:3]) + (", ..." if len(screened.binary) > 3 else "")
             raise InputError(f"{shown}: binary, not a log (give the job's text output)")
-        result = explain_sources(screened.readable, dumps=screened.dumps)
+        result = explain_sources(screened.readable, dumps=screened.dumps,
+                                 snapshots=screened.snapshots)
     except InputError as exc:
         raise usage_error(str(exc)) from None
     for note in input_notes(paths, screened):

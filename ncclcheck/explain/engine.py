@@ -80,18 +80,22 @@ def explain(paths: list[str], model: TextModel | None | str = SHIPPED,
     nothing for stdin); ``model`` None reads with the signatures alone; ``catalogue`` None
     reads with the shipped catalogue."""
     items = sources(paths)
-    dumps = [s for s in items if sniff(s) == "dump"]
-    return explain_sources([s for s in items if s not in dumps], model, dumps, catalogue)
+    kinds = {s: sniff(s) for s in items}
+    dumps = [s for s in items if kinds[s] == "dump"]
+    snapshots = [s for s in items if kinds[s] == "snapshot"]
+    return explain_sources([s for s in items if kinds[s] not in ("dump", "snapshot")], model,
+                           dumps, catalogue, snapshots)
 
 
 def explain_sources(items: list[Source], model: TextModel | None | str = SHIPPED,
                     dumps: list[Source] | tuple[Source, ...] = (),
-                    catalogue: Catalogue | None = None) -> Explanation:
+                    catalogue: Catalogue | None = None,
+                    snapshots: list[Source] | tuple[Source, ...] = ()) -> Explanation:
     ready = prepared(catalogue)
     engine = os.environ.get(ENGINE_VARIABLE) or ""
     scanner = Scanner(ready.index(engine), gate=ready.gate(engine))
     run = Run(ready.catalogue, ready.matcher(), load_model() if isinstance(model, str) else model,
-              list(dumps))
+              list(dumps), snapshots=list(snapshots))
     everyone = readers()
     for source in items:
         stream = source.open()
@@ -114,7 +118,8 @@ def explain_sources(items: list[Source], model: TextModel | None | str = SHIPPED
         notes += [n for n in (unexplained_failure(run.reading), ended_without_reason(findings))
                   if n is not None]
         notes.append(COLLECT_NEXT)
-    return Explanation(findings, run.summary.to_dict(), [s.name for s in (*items, *dumps)],
+    return Explanation(findings, run.summary.to_dict(),
+                       [s.name for s in (*items, *dumps, *snapshots)],
                        text=run.text, hypotheses=hypotheses(findings, run.reading, run.model),
                        notes=notes)
 

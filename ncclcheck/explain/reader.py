@@ -5,10 +5,11 @@ from __future__ import annotations
 import gzip
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import BinaryIO, Iterator
 
 from ncclcheck.flightrec.load import sniff_dump
+from ncclcheck.hang.files import sniff_snapshot
 
 GZIP_MAGIC = b"\x1f\x8b"
 SNIFF_BYTES = 8192  # how much of a log is looked at to tell text from binary, as grep does
@@ -83,11 +84,12 @@ class Screened:
     binary: list[str]
     empty: list[str]
     dumps: list[Source]  # flight-recorder dumps (by content), read apart from the logs
+    snapshots: list[Source] = field(default_factory=list)  # `ncclcheck hang`'s (by content)
 
 
 def sniff(source: Source) -> str | None:
-    """"dump" (a flight-recorder dump, by content), "binary" (a NUL byte in the first 8 KB,
-    decompressed), "empty", or None for text.
+    """"dump" (a flight-recorder dump, by content), "snapshot" (`ncclcheck hang`'s), "binary"
+    (a NUL byte in the first 8 KB, decompressed), "empty", or None for text.
     Gzip on stdin and named pipes (``<(cmd)``) are not sniffed: it would consume them."""
     if source.path is not None and not os.path.isfile(source.path):
         return None
@@ -105,6 +107,8 @@ def sniff(source: Source) -> str | None:
             stream.close()
     if not head:
         return "empty"
+    if source.path is not None and sniff_snapshot(head):
+        return "snapshot"
     if source.path is not None and sniff_dump(head):
         return "dump"
     return "binary" if b"\0" in head else None
@@ -117,10 +121,14 @@ def screen(items: list[Source]) -> Screened:
     binary: list[str] = []
     empty: list[str] = []
     dumps: list[Source] = []
+    snapshots: list[Source] = []
     for source in items:
         kind = sniff(source)
         if kind == "dump":
             dumps.append(source)
+            continue
+        if kind == "snapshot":
+            snapshots.append(source)
             continue
         if kind == "binary":
             binary.append(source.name)
@@ -128,7 +136,7 @@ def screen(items: list[Source]) -> Screened:
         if kind == "empty":
             empty.append(source.name)
         readable.append(source)
-    return Screened(readable, binary, empty, dumps)
+    return Screened(readable, binary, empty, dumps, snapshots)
 
 
 def input_notes(paths: list[str], screened: Screened) -> list[str]:
@@ -137,7 +145,8 @@ def input_notes(paths: list[str], screened: Screened) -> list[str]:
     if screened.binary:
         shown = ", ".join(screened.binary[:5]) + (", ..." if len(screened.binary) > 5 else "")
         notes.append(f"skipped {len(screened.binary)} binary file(s), not logs: {shown}")
-    if len(screened.empty) == len(screened.readable) and not screened.dumps:
+    if len(screened.empty) == len(screened.readable) and not (screened.dumps or
+                                                              screened.snapshots):
         given = ", ".join(paths) if paths else "stdin"
         why = "empty" if screened.empty else "binary" if screened.binary else "an empty folder"
         notes.append(f"no lines were read: the input ({given}) is {why}")

@@ -47,6 +47,7 @@ class Run:
     matcher: Matcher
     model: TextModel | None
     dumps: list[Source] = field(default_factory=list)
+    snapshots: list[Source] = field(default_factory=list)  # `ncclcheck hang`'s, by content
     findings: Findings = field(default_factory=Findings)
     summary: NcclSummary = field(default_factory=NcclSummary)
     context: LogContext = field(default_factory=LogContext)

@@ -19,7 +19,8 @@ REPORT = "report"  # a probe command's Report
 EXPLANATION = "explanation"  # explain's result, as Explanation.to_dict() gives it
 CHECK_LIST = "checks"  # `ncclcheck checks`: every CheckSpec
 ONE_CHECK = "check"  # `ncclcheck checks ID`: one CheckSpec
-DOCUMENTS = (REPORT, EXPLANATION, CHECK_LIST, ONE_CHECK)
+HANG = "hang"  # `ncclcheck hang`: an explanation plus its snapshot's groups and processes
+DOCUMENTS = (REPORT, EXPLANATION, CHECK_LIST, ONE_CHECK, HANG)
 
 
 @dataclass(frozen=True)
@@ -39,17 +40,20 @@ FORMATS: tuple[Format, ...] = (
         REPORT: "ncclcheck.report.table:render_table",
         EXPLANATION: "ncclcheck.report.explanation:render_table",
         CHECK_LIST: "ncclcheck.report.checks:list_table",
-        ONE_CHECK: "ncclcheck.report.checks:full_text"}),
+        ONE_CHECK: "ncclcheck.report.checks:full_text",
+        HANG: "ncclcheck.report.hang:render_table"}),
     Format("json", {  # exactly one JSON document on stdout
         REPORT: "ncclcheck.report.json:render_json",
         EXPLANATION: "ncclcheck.report.explanation:render_json",
         CHECK_LIST: "ncclcheck.report.checks:list_json",
-        ONE_CHECK: "ncclcheck.report.checks:one_json"}),
+        ONE_CHECK: "ncclcheck.report.checks:one_json",
+        HANG: "ncclcheck.report.explanation:render_json"}),
     Format("markdown", {
         REPORT: "ncclcheck.report.markdown:render_markdown",
         EXPLANATION: "ncclcheck.report.explanation:render_markdown",
         CHECK_LIST: "ncclcheck.report.checks:markdown_table",
-        ONE_CHECK: "ncclcheck.report.checks:full_markdown"}),
+        ONE_CHECK: "ncclcheck.report.checks:full_markdown",
+        HANG: "ncclcheck.report.hang:render_markdown"}),
 )
 FORMAT_NAMES: tuple[str, ...] = tuple(f.name for f in FORMATS)
 DEFAULT_FORMAT = FORMAT_NAMES[0]
