@@ -12,6 +12,7 @@ import uuid
 from typing import Any, Mapping
 
 from ncclcheck.launchers import Layout
+from ncclcheck.ncclib.gpu import kernel_driver_version
 from ncclcheck.ncclib.version import version_text
 from ncclcheck.ncclib.wheel import installed_nccl_version
 from ncclcheck.redact import redact_env
@@ -31,7 +32,7 @@ def job_settings(env: Mapping[str, str]) -> dict[str, str]:
 def versions() -> dict[str, str | None]:
     """Library versions that must match between nodes. torch is already loaded (the store)."""
     found: dict[str, str | None] = {"python": platform.python_version(), "torch": None,
-                                    "cuda": None, "nccl": None, "driver": _driver_version()}
+                                    "cuda": None, "nccl": None, "driver": kernel_driver_version()}
     try:
         import torch  # deferred: seconds to import (already loaded here by the store)
         found["torch"] = torch.__version__
@@ -51,19 +52,6 @@ def _nccl_version() -> str | None:
     except Exception:  # no GPU build, no driver: the wheel still says which NCCL is here
         pass
     return installed_nccl_version()
-
-
-def _driver_version() -> str | None:
-    """The NVIDIA kernel driver version, from /proc (no nvidia-smi subprocess)."""
-    try:
-        with open("/proc/driver/nvidia/version", encoding="utf-8", errors="replace") as handle:
-            first = handle.readline()
-    except OSError:
-        return None
-    for word in first.split():
-        if word[:1].isdigit() and "." in word:
-            return word
-    return None
 
 
 def identity(layout: Layout, host: str, env: Mapping[str, str], rank: int | None = None,

@@ -40,6 +40,24 @@ def arch_supported(capability: tuple[int, int], arch_list: list[str]) -> bool:
     return False
 
 
+_KERNEL_DRIVER = re.compile(r"\b(\d{3,}\.\d+(?:\.\d+)?)\b")
+
+
+def kernel_driver_version() -> str | None:
+    """The NVIDIA kernel module's release ("535.104.05"), from /proc or /sys (no nvidia-smi
+    subprocess, no libcuda); None without the driver."""
+    for path in ("/proc/driver/nvidia/version", "/sys/module/nvidia/version"):
+        try:
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                first = handle.readline()
+        except OSError:
+            continue
+        match = _KERNEL_DRIVER.search(first)
+        if match:
+            return match.group(1)
+    return None
+
+
 def cuda_driver_version() -> int | None:
     """cuDriverGetVersion from libcuda, without creating a context; None without a driver."""
     try:

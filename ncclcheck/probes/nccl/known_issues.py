@@ -28,6 +28,7 @@ from ncclcheck.catalogue.known_issues import (KnownIssue, KnownIssues, Rename, S
                                               applies, load, version_of)
 from ncclcheck.model import Category, CheckResult, passed, warned
 from ncclcheck.ncclib.elf import ElfError, ElfFile
+from ncclcheck.ncclib.gpu import kernel_driver_version
 from ncclcheck.probes.nccl.facts import NcclFacts
 from ncclcheck.probes.spec import CheckSpec, judge
 
@@ -113,15 +114,8 @@ def read_plugin_versions(paths: list[str]) -> dict[str, Version]:
 
 def read_driver_version() -> Version | None:
     """The NVIDIA kernel driver's release (535.104.5), None without a driver."""
-    for path in ("/sys/module/nvidia/version", "/proc/driver/nvidia/version"):
-        try:
-            text = Path(path).read_text()
-        except OSError:
-            continue
-        match = re.search(r"(\d{3,}\.\d+(?:\.\d+)?)", text)
-        if match:
-            return version_of(match.group(1))
-    return None
+    text = kernel_driver_version()
+    return version_of(text) if text else None
 
 
 def read_gpu_names() -> tuple[str, ...] | None:
