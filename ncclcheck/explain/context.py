@@ -42,6 +42,10 @@ _TESTS_RANK = re.compile(r"\bRank\s+(?P<rank>\d+)\s+(?:Group\s+\d+\s+)?Pid\s+(?P
 _VERBS_MISSING = re.compile(r"Failed to open libibverbs")
 _SOCKET_OVER_IB = re.compile(r"NET/Socket ?: Using (?:\[\d+\]\S+ )*\[\d+\](?P<ifname>ib[\w.]*)")
 _MPI_LAUNCH = re.compile(r"\b(?:mpirun|mpiexec|srun)\b")
+# The address a rank's NCCL tells its peers to reach it at (bootstrap and socket transport).
+_OWN_ADDRESS = re.compile(r"(?:Bootstrap ?: Using |NET/Socket ?: Using \[0\])[^\s:]+:"
+                          r"(?P<address>\d{1,3}(?:\.\d{1,3}){3}|[0-9a-fA-F:]*:[0-9a-fA-F:]+)<")
+_LOOPBACK = re.compile(r"^(?:127\.|::1$)")
 # A Slurm request (an #SBATCH line or an srun/sbatch command): tasks and GPUs per node.
 _SLURM_LINE = re.compile(r"#SBATCH|\b(?:srun|sbatch|salloc)\b")
 _SLURM_TASKS = re.compile(r"--ntasks-per-node[= ](?P<tasks>\d+)\b")
@@ -106,6 +110,8 @@ class LogContext:
     socket_over_ib: ContextLine | None = None  # NCCL's socket transport uses an IPoIB interface
     local_ranks: list[tuple[int, ContextLine]] = field(default_factory=list)  # Lightning's lines
     nodes: int | None = None                   # the node count the request or Trainer states
+    # address -> {host: its line}: where each host's NCCL said its peers can reach it
+    addresses: dict[str, dict[str, ContextLine]] = field(default_factory=dict)
     _remembered: int = 0
 
     def feed(self, file: str, line: int, text: str, message: str,
@@ -136,6 +142,11 @@ class LogContext:
                 kept = self.plugins.get(host)
                 if kept is None or (loaded and not kept[0]):  # a later load wins over a miss
                     self.plugins[host] = (loaded, ContextLine(file, line, text, message))
+        if host and "Using" in message and (found := _OWN_ADDRESS.search(message)) \
+                and len(self.addresses) < 256:
+            hosts = self.addresses.setdefault(found.group("address"), {})
+            if len(hosts) < 8:
+                hosts.setdefault(host, ContextLine(file, line, text, message))
         if "Pid" in message and (found := _TESTS_RANK.search(message)) \
                 and len(self.tests_rank0) < MAX_PER_RANK_LINES:
             process = (found.group("host"), found.group("pid"))
@@ -232,6 +243,16 @@ class LogContext:
             for choice, where in choices[1:]:
                 if choice != choices[0][0]:
                     return name(choices[0][0]), name(choice), choices[0][1], where
+        return None
+
+    def shared_address(self) -> tuple[str, ContextLine, ContextLine] | None:
+        """(address, the first host's line, the second's) when two hosts' NCCL tell their peers
+        the same address (not a loopback one, which bootstrap_virtual_interface reads): each is
+        reachable at an address that is private to its own host, a container's or a NAT's."""
+        for address, hosts in self.addresses.items():
+            if len(hosts) >= 2 and not _LOOPBACK.match(address):
+                first, second = sorted(hosts.values(), key=lambda c: (c.file, c.line))[:2]
+                return address, first, second
         return None
 
     def ib_without_verbs(self) -> tuple[ContextLine, ContextLine] | None:

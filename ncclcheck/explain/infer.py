@@ -110,6 +110,10 @@ SETUP_RULES: dict[str, Callable[[Signature, LogContext], Found | None]] = {
 
 # -- causes: what explains the root cause ------------------------------------------------------
 
+# What peers that cannot reach each other show: a connection refused, reset or timed out, a
+# peer gone, a collective that never completed.
+_PEER_SYMPTOMS = frozenset({"connection", "timeout", "rank_crashed"})
+
 def _versions_differ(sig: Signature, context: LogContext, failure: Failure) -> Found | None:
     versions = context.differing_versions() if failure.generic else None
     if versions is None:
@@ -139,10 +143,21 @@ def _system_error_on_one_host(sig: Signature, context: LogContext,
     return {}, ContextLine(failed.file, failed.line, failed.text, failed.text)
 
 
+def _peers_share_address(sig: Signature, context: LogContext,
+                          failure: Failure) -> Found | None:
+    shared = context.shared_address()
+    if shared is None or not (failure.generic or failure.hit.signature.category.value in
+                              _PEER_SYMPTOMS or failure.hit.signature.id in sig.explains):
+        return None
+    address, first, second = shared
+    return {"address": address, "line1": first.line}, second
+
+
 CAUSE_RULES: dict[str, Callable[[Signature, LogContext, Failure], Found | None]] = {
     "versions_differ": _versions_differ,
     "slurm_tasks_over_gpus": _slurm_tasks_over_gpus,
     "system_error_on_one_host": _system_error_on_one_host,
+    "peers_share_address": _peers_share_address,
 }
 
 
