@@ -13,6 +13,7 @@ from ncclcheck.explain.engine import explain
 from ncclcheck.report import render as render_document
 from ncclcheck.report.formats import EXPLANATION
 from ncclcheck.explain.hangs import HANG_RULES
+from ncclcheck.explain.readers.throughput import RULE as THROUGHPUT_FELL
 from ncclcheck.explain.readers.watchdog_lag import RULE as WATCHDOG_LAG
 from ncclcheck.explain.signals import SIGNAL_RULES
 from ncclcheck.hang.facts import RULES as SNAPSHOT_RULES
@@ -82,6 +83,7 @@ def test_inferred_signatures_are_kept_out_of_line_matching():
     inferred = {s.id for s in CATALOGUE.inferred_signatures}
     assert inferred == set(CONTEXT) | set(EXPLAINED) | {"lightning.duplicate_global_rank",
                                                         "nccl.system_error_one_host",
+                                                        "nccl.peers_same_address",
                                                         "slurm.tasks_exceed_gpus",
                                                         "nccl.networks_differ",
                                                         "nccl.ib_on_some_nodes",
@@ -93,6 +95,7 @@ def test_inferred_signatures_are_kept_out_of_line_matching():
                                                         *(CATALOGUE.by_rule(rule).id
                                                           for rule in HANG_RULES.values()),
                                                         CATALOGUE.by_rule(WATCHDOG_LAG).id,
+                                                        CATALOGUE.by_rule(THROUGHPUT_FELL).id,
                                                         *(CATALOGUE.by_rule(rule).id
                                                           for rule in SNAPSHOT_RULES.values())}
     assert {s.id for s in CATALOGUE.inferred_signatures

@@ -21,6 +21,7 @@ from ncclcheck.catalogue import Catalogue, Signature, load, shipped_folder
 from ncclcheck.explain import engine, prepared as prepared_module
 from ncclcheck.explain.infer import CAUSE_RULES, SETUP_RULES
 from ncclcheck.explain.hangs import HANG_RULES
+from ncclcheck.explain.readers.throughput import RULE as THROUGHPUT_FELL
 from ncclcheck.explain.readers.watchdog_lag import RULE as WATCHDOG_LAG
 from ncclcheck.hang.facts import RULES as SNAPSHOT_RULES
 from ncclcheck.explain.signals import SIGNAL_RULES
@@ -170,7 +171,7 @@ def test_every_rule_of_infer_is_declared_by_one_signature():
     declared = [s.rule for s in CATALOGUE.inferred_signatures if s.rule]
     assert sorted(declared) == sorted(set(declared))
     assert set(declared) == (set(SETUP_RULES) | set(CAUSE_RULES) | set(SIGNAL_RULES)
-                             | set(HANG_RULES.values()) | {WATCHDOG_LAG}
+                             | set(HANG_RULES.values()) | {WATCHDOG_LAG, THROUGHPUT_FELL}
                              | set(SNAPSHOT_RULES.values()))
     assert not [s.id for s in CATALOGUE.signatures if s.rule and not s.inferred]
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from ncclcheck.catalogue import Signature
 from ncclcheck.explain.arbiter import ordered
+from ncclcheck.model import Category
 from ncclcheck.explain.evidence import Role, Weight, role_of, weight_of
 
 MAX_KEPT = 4096  # ranks, hosts, files and worker pids remembered per finding / per run
@@ -159,16 +160,20 @@ class Findings:
         for finding in findings:
             finding.root_cause = False
             self._complete(finding.first, settings or {})
-        findings = [f for f in findings if not f.recovered(self.recovered)]
+        # a run that went on after a failure recovered from it; not from being slow
+        findings = [f for f in findings if not f.recovered(self.recovered)
+                    or f.signature.category == Category.DEGRADED]
         root, found = ordered(findings, self.failure_shown)
         if root is not None:
             root.root_cause = True
         # A guess (the text model's reading, the keyword cues) is shown only where it is the
         # best the run has; the hypotheses list the model's alternatives.
         # A context fact is shown only as the explanation it is (when it stands first).
+        # A slowdown is measured, not guessed: shown beside whatever failed.
         return [f for f in found if f.root_cause or (f.weight > Weight.MODEL and f.role is not
                                                      Role.CONTEXT) or f.role is Role.CONSEQUENCE
-                or f.role in (Role.REPORT, Role.AFTERMATH, Role.WARNING)]
+                or f.role in (Role.REPORT, Role.AFTERMATH, Role.WARNING)
+                or f.signature.category == Category.DEGRADED]
 
     def _complete(self, hit: Hit, settings: dict[str, str]) -> None:
         """What other lines of the logs say about this hit: the NCCL settings the log printed

@@ -22,13 +22,17 @@ MAX_LINE = 64 << 10        # longest text kept for one line (the part around the
 MAX_INFO_LINES = 10_000    # NCCL INFO lines per file given to the summary
 MAX_CONTEXT_LINES = 2_000  # launch / setting lines per file given to the context
 MAX_ERROR_LINES = 2_000    # error-looking lines per file given to the keyword fallback
-GATE, INFO, CONTEXT, ERROR = 1, 2, 8, 16  # why a line is a candidate (bit flags)
+MAX_RATE_LINES = 5_000     # step-time / throughput lines per file (the file's tail adds more)
+GATE, INFO, CONTEXT, ERROR, RATE = 1, 2, 8, 16, 32  # why a line is a candidate (bit flags)
 # Words of an error line (fallback.py scores their category cues when no signature matched).
 ERROR_TOKENS = (b"rror", b"RROR", b"ailed", b"FAIL", b"ailure", b"xception", b"WARN", b"Killed",
                 b"ignal", b"SIG", b"core dumped", b"Abort", b"timed out", b"refused", b"atal",
                 b"ATAL")
 INFO_TOKENS = (b"NCCL INFO", b"NCCL version")
-TOKENS = INFO_TOKENS + CONTEXT_TOKENS + ERROR_TOKENS  # whatever makes a line worth handing on
+# Words of a step-time or throughput line (readers/throughput.py reads how fast the run went).
+RATE_TOKENS = (b"it/s", b"s/it", b"samples/s", b"tokens/s", b"tok/s", b"ms/step", b"ms/it",
+               b"per iteration", b"step_time", b"steps/s", b"img/s", b"images/s")
+TOKENS = INFO_TOKENS + CONTEXT_TOKENS + ERROR_TOKENS + RATE_TOKENS  # worth handing on
 LAST_ERROR = b"Last error:"
 NEXT = 4                   # the line was taken because the one above goes on
 OVERLAP = 1024             # bytes kept across a cut inside one huge line (longer than a literal)
@@ -48,6 +52,7 @@ class Candidate:
     continues: bool = False          # may be the rest of the message on the line above
     context: bool = False            # may name a setting or launch option (context.py)
     error: bool = False              # may be an error line (fallback.py)
+    rate: bool = False               # may say how fast the run went (readers/throughput.py)
 
 
 class Scanner:
@@ -61,6 +66,7 @@ class Scanner:
         self._noisy: frozenset[int] = frozenset()  # literals common in this file so far
         self._context_left = MAX_CONTEXT_LINES
         self._error_left = MAX_ERROR_LINES
+        self._rate_left = MAX_RATE_LINES
         self._head: list[tuple[int, bytes]] = []
         self._tail: list[tuple[int, bytes]] = []
 
@@ -108,6 +114,7 @@ class Scanner:
         info_left = MAX_INFO_LINES
         self._context_left = MAX_CONTEXT_LINES
         self._error_left = MAX_ERROR_LINES
+        self._rate_left = MAX_RATE_LINES
         self._head, self._tail = [], []
         pending_next = False   # the previous block ended on "Last error:"
         while True:
@@ -159,6 +166,10 @@ class Scanner:
             if self._error_left > 0 and token in present:
                 self._error_left -= self._collect(body, token, starts, ERROR,
                                                   limit=self._error_left)
+        for token in RATE_TOKENS:
+            if self._rate_left > 0 and token in present:
+                self._rate_left -= self._collect(body, token, starts, RATE,
+                                                 limit=self._rate_left)
         out: list[Candidate] = []
         if not starts:
             return out, False, info_left
@@ -183,7 +194,8 @@ class Scanner:
                 info_left -= 1
             out.append(Candidate(number, raw.decode("utf-8", "replace").rstrip("\r"),
                                  bool(why & GATE), bool(why & INFO), partial(_before, body, start),
-                                 bool(why & NEXT), bool(why & CONTEXT), bool(why & ERROR)))
+                                 bool(why & NEXT), bool(why & CONTEXT), bool(why & ERROR),
+                                 bool(why & RATE)))
             if why & GATE and GOES_ON.search(raw):
                 nxt = end + 1
                 if nxt >= len(body):

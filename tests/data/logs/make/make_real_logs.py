@@ -27,6 +27,7 @@ TORCHRUN = [PY, "-m", "torch.distributed.run"]
 WORKER = str(HERE / "worker.py")
 LIGHTNING = str(HERE / "lightning_job.py")
 NCCL = str(HERE / "nccl_bootstrap.py")
+STRAGGLER = str(HERE / "straggler_lightning.py")
 
 
 def free_port() -> int:
@@ -222,6 +223,12 @@ def clean_torchrun() -> str:
                            WORKER, "ok"], base_env())
 
 
+def scenario_lightning_straggler() -> str:
+    """Lightning DDP on Gloo, rank 1 slow from the middle of the epoch on: nothing errors."""
+    return run([PY, STRAGGLER], base_env(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port())),
+               timeout=180)
+
+
 def clean_nccl_info() -> str:
     return run([PY, NCCL], base_env(NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="ALL"))
 
@@ -250,6 +257,7 @@ REAL = {
     "nccl-socket-ifname-nothing.log": scenario_nccl_no_interface,
     "nccl-bad-comm-id.log": scenario_nccl_bad_comm_id,
     "nccl-comm-id-other-subnet.log": scenario_nccl_comm_id_other_subnet,
+    "lightning-straggler-slowdown.log": scenario_lightning_straggler,
 }
 CLEAN = {
     "torchrun-gloo-ok.log": clean_torchrun,
