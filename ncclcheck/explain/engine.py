@@ -21,7 +21,7 @@ from ncclcheck.explain.model_reading import Hypothesis, hypotheses, unexplained_
 from ncclcheck.explain.prefilter import ENGINE_VARIABLE, LiteralIndex
 from ncclcheck.explain.prepared import prepared
 from ncclcheck.explain.reader import InputError, Source, sniff, sources
-from ncclcheck.explain.readers import Reader, readers
+from ncclcheck.explain.readers import LineHook, Reader, readers
 from ncclcheck.explain.reflow import unwrap
 from ncclcheck.explain.run import Line, Run
 from ncclcheck.explain.scan import Scanner
@@ -130,13 +130,17 @@ def _read_file(run: Run, everyone: tuple[Reader, ...], name: str, scanner: Scann
     year: int | None = None  # glog stamps carry none: the file's, from a full stamp
     named = _RANK_FILE.search(os.path.basename(name))
     file_rank = int(named.group(1)) if named else None
-    on_line = [r.line for r in everyone if r.line is not None]
+    hooks: dict[int, list[LineHook]] = {}  # a line's kinds -> the hooks of their readers
     for cand in scanner.lines(stream, year_known=lambda: year is not None):
         info = parse_line(cand.text, year)
         if year is None and _FULL_STAMP.match(cand.text):
             year = info.time.year if info.time else None
         line = Line(name, physical(cand.number), cand.text, info, cand, file_rank)
-        for hook in on_line:
+        wanted = hooks.get(cand.kinds)
+        if wanted is None:
+            wanted = hooks[cand.kinds] = [r.line for r in everyone
+                                          if r.line is not None and r.kinds & cand.kinds]
+        for hook in wanted:
             hook(run, line)
     edges = [(physical(number), text) for number, text in scanner.edges()]
     for reader in everyone:

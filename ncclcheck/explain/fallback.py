@@ -107,6 +107,7 @@ class ErrorCues:
         return best, self.best_line[best][1]
 
 
+@lru_cache(maxsize=8192)  # a run repeats its warnings and errors verbatim, rank after rank
 def line_weight(message: str, severity: str | None = None) -> float:
     """2 for a failure line (exception, error, fatal signal), 1 for an NCCL warning, 0.5 for
     an INFO line, 0 for the rest. ``severity`` is a glog stamp's, peeled off the message by

@@ -10,6 +10,8 @@ are all such common ones is left out only when nothing that reads candidate line
 - no full pattern of those signatures matches it (Hyperscan errs on the side of matching);
 - neither the context (context.py) nor the keyword fallback (fallback.py) would keep it;
 - it is ASCII, not very long, and has no full date while the log's year is still unknown;
+- it does not start with a syslog clock (journald's source after it is not in the prefixes
+  the Hyperscan pass peels: lines.SCAN_PREFIXES);
 - it is not an exception header whose next line could complete a message of another
   signature than the last-resort ones (a literal of one in either line, or across the join;
   the matcher never joins lines for a last-resort signature).
@@ -31,7 +33,7 @@ from ncclcheck.explain.context import wants as context_wants
 from ncclcheck.explain.fallback import line_weight
 from ncclcheck.explain.hscache import block_database
 from ncclcheck.explain.hsregex import Untranslatable, prefix_run, to_hyperscan
-from ncclcheck.explain.lines import GOES_ON, LINE_PREFIXES, parse_line
+from ncclcheck.explain.lines import GOES_ON, SCAN_PREFIXES, SYSLOG_START, parse_line
 from ncclcheck.explain.prefilter import Literal
 
 NOISY_HITS = 256   # hits of one literal in a block that make a full-pattern pass worth it
@@ -68,7 +70,7 @@ class Gate:
         import hyperscan  # deferred: optional and slow to load (only its engine has a gate)
 
         self._hs = hyperscan
-        self._start = prefix_run(LINE_PREFIXES.pattern, LINE_PREFIXES.flags)
+        self._start = prefix_run(SCAN_PREFIXES.pattern, SCAN_PREFIXES.flags)
         place = {lit: index for index, lit in enumerate(literals)}
         self._owners: dict[int, list[Signature]] = {}
         for sig in signatures:
@@ -154,7 +156,8 @@ class Gate:
         if len(self._facts_memo) >= MEMO_SIZE:
             self._facts_memo.clear()
         facts = None
-        if (ascii_block or text.isascii()) and not self._feeds(text):
+        if (ascii_block or text.isascii()) and not SYSLOG_START.match(text) \
+                and not self._feeds(text):
             header = bool(GOES_ON.search(text))
             tail = text.rstrip(_STRIPPED)
             facts = LineFacts(dated=bool(_FULL_DATE.match(text)), header=header,

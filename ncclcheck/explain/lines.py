@@ -20,13 +20,12 @@ from datetime import datetime, timedelta
 # ("MisconfigurationException: ..." with the reason on the next line).
 GOES_ON = re.compile(rb"(?:Last error:|(?:Error|Exception):(?: .{0,200})?)\s*$")
 _MONTHS = "Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec"
-LINE_PREFIXES = re.compile(
-    r"""\s*(?:
-        \((?P<ray>[A-Za-z_]\w*\ )?pid=(?P<ray_pid>\d+)(?:,\ ip=[\d.:a-fA-F]+)?\)\s    # Ray worker
-      | \[pod/[^/\]\s]+/[^\]\s]+\]\s                                 # kubectl logs --prefix
-      | [A-Za-z][\w.\-]*-\d+\s+\|\s                                    # docker compose
-      | (?:"""+_MONTHS+r""")\s+\d{1,2}\s\d\d:\d\d:\d\d\s(?:(?P<jhost>[\w.\-]+)\s[\w.\-/]+(?:\[\d+\])?:\s)?   # journald / ts
-      | \[rank(?P<rank>\d+)\]:\s?                                   # torchrun --tee / log prefix
+_SYSLOG_STAMP = r"(?:" + _MONTHS + r")\s+\d{1,2}\s\d\d:\d\d:\d\d\s"
+# journald's "host program[pid]: " after its clock (a timestamping tee prints the clock alone)
+_JOURNALD_SOURCE = r"(?:(?P<jhost>[\w.\-]+)\s[\w.\-/]+(?:\[\d+\])?:\s)?"
+# The common prefixes first (a regex tries its alternatives in order), collectors' last.
+_PREFIXES = r"""\s*(?:
+        \[rank(?P<rank>\d+)\]:\s?                                   # torchrun --tee / log prefix
       | \[(?P<role>[A-Za-z_]+)(?P<local_rank>\d+)\]:\s?             # torchrun [default0]:
       | \[\d+,(?P<mpi_rank>\d+)\]<std(?:out|err)>:\s?                 # mpirun --tag-output
       | (?P<label>\d{1,6}):\s                                       # srun --label
@@ -35,9 +34,19 @@ LINE_PREFIXES = re.compile(
       | (?P<glog2>[IWEF])(?P<month2>\d{1,2})(?P<day2>\d\d)\s(?P<clock2>\d\d:\d\d:\d\d(?:\.\d+)?)\s\d+\s\S+:\d+\]\s?
       | \[(?P<glog>[IWEF])(?P<month>\d{1,2})(?P<day>\d\d)\s(?P<clock>\d\d:\d\d:\d\d(?:\.\d+)?)[^\]]*\]\s?
       | (?P<host>[A-Za-z0-9][\w.\-]*):(?P<pid>\d+):(?P<tid>\d+)\s(?:\[(?P<dev>\d+)\]\s)?   # NCCL
-    )""",
-    re.X,
-)
+      | \((?P<ray>[A-Za-z_]\w*\ )?pid=(?P<ray_pid>\d+)(?:,\ ip=[\d.:a-fA-F]+)?\)\s    # Ray worker
+      | \[pod/[^/\]\s]+/[^\]\s]+\]\s                                 # kubectl logs --prefix
+      | [A-Za-z][\w.\-]*-\d+\s+\|\s                                    # docker compose
+      | SYSLOG_STAMP JOURNALD_SOURCE                                 # journald / ts
+    )"""
+LINE_PREFIXES = re.compile(_PREFIXES.replace("SYSLOG_STAMP", _SYSLOG_STAMP)
+                           .replace("JOURNALD_SOURCE", _JOURNALD_SOURCE), re.X)
+# The same prefixes for a Hyperscan pass (gate.py): journald's source part, words before a
+# colon, makes its automaton several times slower on every line, so it stops at the clock;
+# a line that starts with a syslog clock (SYSLOG_START) is never judged by that pass.
+SCAN_PREFIXES = re.compile(_PREFIXES.replace("SYSLOG_STAMP", _SYSLOG_STAMP)
+                           .replace("JOURNALD_SOURCE", ""), re.X)
+SYSLOG_START = re.compile(rb"\s*" + _SYSLOG_STAMP.encode())
 _RANK_IN_TEXT = re.compile(r"\[(?:PG [^\]]*?)?Rank (?P<rank>\d+)\]")
 
 

@@ -13,6 +13,7 @@ prefixes, mpirun's banners.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 _LAUNCHER = re.compile(
     r"torch/distributed/(?:elastic/|run\.py|launcher/api\.py)|/bin/torchrun\b|"
@@ -28,7 +29,19 @@ _LAUNCHER = re.compile(
     r"the job to be terminated\. The first process to do so was:")
 
 
+# The marks that a log prefix can hold: glog's source file ("... torch/distributed/run.py:766]")
+_SOURCE = re.compile(r"torch/distributed/(?:elastic/|run\.py|launcher/api\.py)")
+
+
 def printed_by_launcher(line: str, message: str | None = None) -> bool:
     """Whether ``line`` is a launcher's own report (``message``: the line without the log
-    prefixes that parse_line peels off, where the anchored marks are read)."""
-    return bool(_LAUNCHER.search(line) or (message is not None and _LAUNCHER.search(message)))
+    prefixes that parse_line peels off, where the anchored marks are read; of the prefixes,
+    only glog's source file can hold a mark)."""
+    if message is None:
+        return _marked(line)
+    return _marked(message) or ("/distributed/" in line and bool(_SOURCE.search(line)))
+
+
+@lru_cache(maxsize=8192)  # launchers and ranks repeat their lines
+def _marked(text: str) -> bool:
+    return bool(_LAUNCHER.search(text))

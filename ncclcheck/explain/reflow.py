@@ -31,7 +31,9 @@ def wrap_width(head: bytes, complete: bool) -> int | None:
     lines = head.split(b"\n")
     if not complete:
         lines = lines[:-1]  # the last piece may be a line cut by the read
-    lengths = [columns(line.rstrip(b"\r")) for line in lines]
+    plain = b"\t" not in head and head.isascii()  # most logs: a byte is a column
+    lengths = [len(line.rstrip(b"\r")) if plain else columns(line.rstrip(b"\r"))
+               for line in lines]
     if not lengths:
         return None
     width = max(lengths)

@@ -14,7 +14,7 @@ from typing import Any
 
 from ncclcheck.catalogue import Catalogue, Signature
 from ncclcheck.explain.context import LogContext
-from ncclcheck.explain.fallback import ErrorCues
+from ncclcheck.explain.fallback import ErrorCues, line_weight
 from ncclcheck.explain.findings import Findings
 from ncclcheck.explain.hangs import Note
 from ncclcheck.explain.lines import LineInfo
@@ -25,7 +25,7 @@ from ncclcheck.explain.summary import NcclSummary
 from ncclcheck.explain.textmodel import LogText, Reading, TextModel
 
 
-@dataclass
+@dataclass(slots=True)  # one per candidate line: a dense log makes tens of thousands
 class Line:
     """One candidate line of one file, as every line reader sees it."""
 
@@ -37,6 +37,16 @@ class Line:
     file_rank: int | None       # the rank a per-rank file's name gives (rank3.log)
     claim: tuple[Signature, dict[str, Any]] | None = None  # the signature that claimed it
     guessable: bool = True      # whether the guessers (text model, keyword cues) read it
+    _weight: float | None = None
+
+    @property
+    def weight(self) -> float:
+        """How much the line shows a failure (fallback.line_weight), read once for every
+        reader that asks."""
+        if self._weight is None:
+            self._weight = line_weight(self.info.message, self.info.severity)
+        return self._weight
+
 
 
 @dataclass

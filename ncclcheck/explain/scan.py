@@ -22,8 +22,9 @@ MAX_LINE = 64 << 10        # longest text kept for one line (the part around the
 MAX_INFO_LINES = 10_000    # NCCL INFO lines per file given to the summary
 MAX_CONTEXT_LINES = 2_000  # launch / setting lines per file given to the context
 MAX_ERROR_LINES = 2_000    # error-looking lines per file given to the keyword fallback
-MAX_RATE_LINES = 5_000     # step-time / throughput lines per file (the file's tail adds more)
+MAX_RATE_LINES = 1_000     # step-time / throughput lines per file (the file's tail adds more)
 GATE, INFO, CONTEXT, ERROR, RATE = 1, 2, 8, 16, 32  # why a line is a candidate (bit flags)
+KINDS = GATE | INFO | CONTEXT | ERROR | RATE
 # Words of an error line (fallback.py scores their category cues when no signature matched).
 ERROR_TOKENS = (b"rror", b"RROR", b"ailed", b"FAIL", b"ailure", b"xception", b"WARN", b"Killed",
                 b"ignal", b"SIG", b"core dumped", b"Abort", b"timed out", b"refused", b"atal",
@@ -53,6 +54,7 @@ class Candidate:
     context: bool = False            # may name a setting or launch option (context.py)
     error: bool = False              # may be an error line (fallback.py)
     rate: bool = False               # may say how fast the run went (readers/throughput.py)
+    kinds: int = 0                   # the flags above as bits (GATE | INFO | ...): who reads it
 
 
 class Scanner:
@@ -195,7 +197,7 @@ class Scanner:
             out.append(Candidate(number, raw.decode("utf-8", "replace").rstrip("\r"),
                                  bool(why & GATE), bool(why & INFO), partial(_before, body, start),
                                  bool(why & NEXT), bool(why & CONTEXT), bool(why & ERROR),
-                                 bool(why & RATE)))
+                                 bool(why & RATE), why & KINDS))
             if why & GATE and GOES_ON.search(raw):
                 nxt = end + 1
                 if nxt >= len(body):

@@ -6,7 +6,8 @@ A reader module defines ``READER = Reader(name, order, ...)`` with up to three h
 lines, once it is read) and ``run`` (once every file is read). It adds evidence to
 ``run.findings`` with the role and weight it sees (evidence.py), facts to the run's context,
 lines to what the guessers read, notes; it never chooses the root cause (arbiter.py does).
-``order`` is when it reads among the others: the signatures claim a line before anyone asks
+``kinds`` says which candidate lines it is handed (scan.py's flags). ``order`` is when it
+reads among the others: the signatures claim a line before anyone asks
 who claimed it, and a reader that explains other evidence (the context rules) reads after the
 evidence it explains. Adding a reader is adding a module here (docs/architecture.md).
 """
@@ -20,6 +21,7 @@ from functools import lru_cache
 from typing import Callable
 
 from ncclcheck.explain.run import Line, Run
+from ncclcheck.explain.scan import CONTEXT, ERROR, GATE, INFO, RATE  # noqa: F401 (readers' kinds)
 
 LineHook = Callable[[Run, Line], None]
 FileEndHook = Callable[[Run, str, list[tuple[int, str]]], None]
@@ -35,6 +37,9 @@ class Reader:
     line: LineHook | None = None
     file_end: FileEndHook | None = None
     run: RunHook | None = None
+    # the kinds of candidate line it reads (scan.py's GATE, INFO, CONTEXT, ERROR, RATE bits): a
+    # line goes only to the readers of one of its kinds (a debug log is mostly NCCL INFO)
+    kinds: int = GATE | INFO | CONTEXT | ERROR
 
 
 @lru_cache(maxsize=1)

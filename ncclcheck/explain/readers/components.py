@@ -22,15 +22,16 @@ signatures and the consequences.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from ncclcheck.catalogue.knowledge import Hit as Known
 from ncclcheck.catalogue.knowledge import best
 from ncclcheck.explain.cues import category_signature
 from ncclcheck.catalogue import LAST_RESORT
 from ncclcheck.explain.evidence import Role, Weight
 from ncclcheck.explain.excerpt import excerpt
-from ncclcheck.explain.fallback import line_weight
 from ncclcheck.explain.findings import Hit
-from ncclcheck.explain.readers import Reader
+from ncclcheck.explain.readers import ERROR, GATE, Reader
 from ncclcheck.explain.run import Line, Run
 from ncclcheck.model import Category
 
@@ -63,7 +64,7 @@ def read_line(run: Run, line: Line) -> None:
     if claim is not None and claim[0].claim_level != LAST_RESORT:
         return  # a signature reads the message itself (NCCL's generic results included: the
         # catalogue leaves those generic on purpose, and the context rules explain them)
-    weight_of_line = line_weight(line.info.message, line.info.severity)
+    weight_of_line = line.weight
     nccl_warn = "NCCL WARN" in line.info.message
     # torch's glog warning that speaks of a failure (a connect that failed with an errno, a
     # bind refused): what failed, read from one line like the keyword cues (a run that went on
@@ -72,7 +73,7 @@ def read_line(run: Run, line: Line) -> None:
     failing = weight_of_line >= 2
     if not (nccl_warn or torch_warn or failing):
         return  # neither an error line nor NCCL's warning: nothing failed here
-    known = best(line.info.message)
+    known = _best(line.info.message)
     if known is None or known.category in _TOLD or known.table not in _TABLES:
         return
     sig = component_signature(Category(known.category))
@@ -89,6 +90,11 @@ def read_line(run: Run, line: Line) -> None:
                          role=role, weight=weight))
 
 
+@lru_cache(maxsize=4096)  # one lookup per distinct message (ranks repeat theirs)
+def _best(message: str) -> Known | None:
+    return best(message)
+
+
 def _origin(known: Known) -> str:
     name = _COMPONENTS.get(known.component, known.component)
     return f"{name} ({known.file})" if known.file else name
@@ -100,4 +106,5 @@ def _what(known: Known) -> str:
     return f"'{known.key[:120]}'"
 
 
-READER = Reader("components", 5, line=read_line)
+READER = Reader("components", 5, line=read_line,
+                kinds=GATE | ERROR)

@@ -5,7 +5,7 @@ behind the failure that stands first when that failure is generic."""
 from __future__ import annotations
 
 from ncclcheck.explain.infer import add_inferred
-from ncclcheck.explain.readers import Reader
+from ncclcheck.explain.readers import CONTEXT, GATE, INFO, Reader
 from ncclcheck.explain.run import Line, Run
 
 
@@ -19,4 +19,5 @@ def read_run(run: Run) -> None:
     add_inferred(run.findings, run.context, run.summary.settings, run.catalogue)
 
 
-READER = Reader("context_rules", 20, line=read_line, run=read_run)
+READER = Reader("context_rules", 20, line=read_line, run=read_run,
+                kinds=GATE | INFO | CONTEXT)

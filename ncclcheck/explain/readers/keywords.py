@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ncclcheck.explain.fallback import add_fallback
 from ncclcheck.explain.normalize import without_progress
-from ncclcheck.explain.readers import Reader
+from ncclcheck.explain.readers import ERROR, GATE, INFO, Reader
 from ncclcheck.explain.run import Line, Run
 
 
@@ -22,4 +22,5 @@ def read_run(run: Run) -> None:
     add_fallback(run.findings, run.cues, run.text.failed)
 
 
-READER = Reader("keywords", 60, line=read_line, run=read_run)
+READER = Reader("keywords", 60, line=read_line, run=read_run,
+                kinds=GATE | INFO | ERROR)

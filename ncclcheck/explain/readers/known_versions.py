@@ -24,6 +24,8 @@ NAMED = {
     "aws-ofi-nccl": re.compile(r"aws-ofi-nccl[ -]v?(?P<version>\d+\.\d+\.\d+)"),
     "torch": re.compile(r"\bPyTorch version\s*[:=]?\s*v?(?P<version>\d+\.\d+(?:\.\d+)?)"),
 }
+# what a line naming each library's release holds (the patterns above need it)
+MARK = {"nccl": "version", "aws-ofi-nccl": "aws-ofi-nccl", "torch": "PyTorch version"}
 STATE = "known_versions"
 
 
@@ -31,6 +33,8 @@ def read_line(run: Run, line: Line) -> None:
     """Remember each (library, release) a line names, with where it was first named."""
     seen = run.state.setdefault(STATE, {})
     for library, pattern in NAMED.items():
+        if MARK[library] not in line.text:
+            continue  # most lines name no release: a substring test before the pattern
         for found in pattern.finditer(line.text):
             seen.setdefault((library, found.group("version")), (line.file, line.number))
 

@@ -3,7 +3,7 @@ communicators, for the report's "What NCCL said" and for the rules that read set
 
 from __future__ import annotations
 
-from ncclcheck.explain.readers import Reader
+from ncclcheck.explain.readers import INFO, Reader
 from ncclcheck.explain.run import Line, Run
 
 
@@ -12,4 +12,5 @@ def read_line(run: Run, line: Line) -> None:
         run.summary.feed(line.info.message)
 
 
-READER = Reader("nccl_summary", 10, line=read_line)
+READER = Reader("nccl_summary", 10, line=read_line,
+                kinds=INFO)

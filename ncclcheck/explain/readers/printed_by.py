@@ -13,6 +13,8 @@ from ncclcheck.explain.run import Line, Run
 
 
 def read_line(run: Run, line: Line) -> None:
+    if line.claim is None and "NCCL INFO" in line.text:
+        return  # NCCL's own INFO line: no launcher prints one (most lines of a debug log)
     line.guessable = not printed_by_launcher(line.text, line.info.message) and (
         line.claim is None or role_of(*line.claim) is Role.CAUSE)
     if not line.guessable:

@@ -12,10 +12,10 @@ lines give no hypothesis (the contract: a clean log has none).
 from __future__ import annotations
 
 import re
+from collections import deque
 
-from ncclcheck.explain.fallback import line_weight
 from ncclcheck.explain.hangs import Note
-from ncclcheck.explain.readers import Reader
+from ncclcheck.explain.readers import CONTEXT, ERROR, GATE, Reader
 from ncclcheck.explain.run import Line, Run
 
 COMPLETED = re.compile(
@@ -23,16 +23,27 @@ COMPLETED = re.compile(
     r"`Trainer\.(?:fit|validate|test|predict)` stopped: `max_(?:epochs|steps)=|"  # Lightning
     r"(?i:\btraining (?:is )?(?:finished|completed?|done)\b|\bfinished training\b)")
 KEY = "recovery"
+RECENT = 64  # a file's latest failure-looking lines kept to judge after a completion
+
+
+# What a completion line holds, looked for before its pattern (most lines hold none).
+_COMPLETION_WORDS = ("inish", "SUCCEEDED", "stopped", "omplete", "done")
 
 
 def read_line(run: Run, line: Line) -> None:
-    state = run.state.setdefault(KEY, {})
+    cand = line.candidate
+    if not (cand.error or cand.gated or cand.context):
+        return  # NCCL INFO, a rate: neither a failure nor a completion
     message = line.info.message
-    if COMPLETED.search(message):
+    state = run.state.setdefault(KEY, {})
+    if any(word in message for word in _COMPLETION_WORDS) and COMPLETED.search(message):
         completed = state.setdefault("completed", {})
         completed[line.file] = max(completed.get(line.file, 0), line.number)
-    elif line_weight(message, line.info.severity) >= 2:
-        state.setdefault("failed", {})[line.file] = line.number
+    elif cand.error or cand.gated:
+        # the file's latest lines that may show a failure, judged only if the run completed
+        # (most runs never print a completion: no line's weight is read for them)
+        recent = state.setdefault("recent", {}).setdefault(line.file, deque(maxlen=RECENT))
+        recent.append(line)
 
 
 def read_edges(run: Run, file: str, edges: list[tuple[int, str]]) -> None:
@@ -46,9 +57,14 @@ def read_edges(run: Run, file: str, edges: list[tuple[int, str]]) -> None:
 
 def read_run(run: Run) -> None:
     state = run.state.get(KEY, {})
-    completed, failed = state.get("completed", {}), state.get("failed", {})
+    completed = state.get("completed", {})
     if not completed or not run.findings.by_id:
         return
+    failed = {}  # file -> its latest line that shows a failure, among those kept
+    for file, recent in state.get("recent", {}).items():
+        latest = next((line.number for line in reversed(recent) if line.weight >= 2), 0)
+        if latest:
+            failed[file] = latest
     last = run.findings.last_line
     recovered = {f: line for f, line in completed.items()
                  if line > max(failed.get(f, 0), last.get(f, 0))}
@@ -65,4 +81,5 @@ def read_run(run: Run) -> None:
         "that failure is not why it ended; it may still be worth fixing")))
 
 
-READER = Reader("recovery", 90, line=read_line, file_end=read_edges, run=read_run)
+READER = Reader("recovery", 90, line=read_line, file_end=read_edges, run=read_run,
+                kinds=GATE | CONTEXT | ERROR)

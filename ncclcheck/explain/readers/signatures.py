@@ -15,7 +15,7 @@ from ncclcheck.catalogue import LAST_RESORT, Signature
 from ncclcheck.explain.excerpt import excerpt
 from ncclcheck.explain.findings import Hit
 from ncclcheck.explain.lines import LineInfo, stamp_in
-from ncclcheck.explain.readers import Reader
+from ncclcheck.explain.readers import GATE, Reader
 from ncclcheck.explain.run import Line, Run
 from ncclcheck.explain.scan import Candidate
 
@@ -88,4 +88,5 @@ def _host(info: LineInfo, facts: dict[str, Any]) -> str | None:
     return None
 
 
-READER = Reader("signatures", 0, line=read_line)
+READER = Reader("signatures", 0, line=read_line,
+                kinds=GATE)

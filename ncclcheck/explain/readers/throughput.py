@@ -21,7 +21,7 @@ from statistics import median
 from ncclcheck.explain.evidence import Role, Weight
 from ncclcheck.explain.findings import Hit
 from ncclcheck.explain.lines import parse_line
-from ncclcheck.explain.readers import Reader
+from ncclcheck.explain.readers import RATE, Reader
 from ncclcheck.explain.run import Line, Run
 
 RULE = "throughput_fell"
@@ -145,4 +145,5 @@ def _shown(speed: float, kind: str) -> str:
     return f"{speed:.3g} steps/s" if speed >= 1 else f"{1.0 / speed:.3g} s per step"
 
 
-READER = Reader("throughput", 36, line=read_line, file_end=read_edges, run=read_run)
+READER = Reader("throughput", 36, line=read_line, file_end=read_edges, run=read_run,
+                kinds=RATE)

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 from ncclcheck.explain.findings import Hit
-from ncclcheck.explain.readers import Reader
+from ncclcheck.explain.readers import ERROR, GATE, Reader
 from ncclcheck.explain.run import Line, Run
 
 RULE = "watchdog_lag"
@@ -78,4 +78,5 @@ def read_run(run: Run) -> None:
                                             "text": where.text[:300]}))
 
 
-READER = Reader("watchdog_lag", 35, line=read_line, run=read_run)
+READER = Reader("watchdog_lag", 35, line=read_line, run=read_run,
+                kinds=GATE | ERROR)
