@@ -22,7 +22,7 @@ from ncclcheck.explain.textmodel import load_model
 
 pytestmark = pytest.mark.exhaustive
 
-# Moves (dev, test, own) of 358 dev, 153 test and 67 own logs, as measured when the arbiter and
+# Moves (dev, test, own) of 358 dev, 153 test and 68 own logs, as measured when the arbiter and
 # the readers last improved (a tail moves a log with no root of its own to rank_crashed: the
 # launcher reports a death nothing else explains). Goal: 0. Only ever lowered.
 CEILINGS: dict[str, tuple[int, int, int]] = {
@@ -45,8 +45,8 @@ CEILINGS: dict[str, tuple[int, int, int]] = {
     "interleave": (51, 44, 2),
     "fold": (2, 2, 0),
     "wrap80": (1, 1, 0),
-    "cut": (11, 2, 0),
-    "cut-count": (11, 2, 0),
+    "cut": (11, 1, 0),
+    "cut-count": (11, 1, 0),
 }
 
 
