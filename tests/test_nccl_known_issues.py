@@ -3,7 +3,9 @@
 The judgement is pure: scenes written by hand stand for what the probe reads (versions, RAS,
 the GPUs the driver lists, the net plugin, in-process restart). The end-to-end tests load a real
 libnccl: the newest, which the test environment installs, and NCCL 2.28.3 from its PyPI wheel
-(the slow test downloads it: about 300 MB and 5-60 s depending on the mirror).
+(the slow test downloads it: about 300 MB and 5-60 s depending on the mirror). The job's
+in-process restart is NVIDIA's real resiliency extension, from its PyPI wheel (about 450 KB),
+unpacked onto the probe's PYTHONPATH: what the probe looks for is that package being importable.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from ncclcheck.probes.nccl.known_issues import (TorchInstall, known_issue_result
                                                 read_plugin_versions)
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = Path(__file__).parent / "data" / "known_issues"
+RESILIENCY_WHEEL = "nvidia-resiliency-ext==0.4.1"
 
 
 def scene(**kw) -> Scene:
@@ -207,8 +209,24 @@ def nccl_json(lib: Path | None, extra_env: dict[str, str] | None = None) -> dict
     return {c["id"]: c for c in json.loads(done.stdout)["checks"]}
 
 
-def test_the_newest_nccl_in_this_environment_passes():
-    checks = nccl_json(None, {"PYTHONPATH": f"{FIXTURES / 'inprocess'}{os.pathsep}{ROOT}"})
+@pytest.fixture(scope="module")
+def inprocess_restart(tmp_path_factory) -> dict[str, str]:
+    """The environment of a job that uses in-process restart: the real nvidia-resiliency-ext
+    wheel unpacked onto PYTHONPATH (its dependencies are not needed: the probe only finds it)."""
+    folder = tmp_path_factory.mktemp("resiliency")
+    got = subprocess.run([sys.executable, "-m", "pip", "download", RESILIENCY_WHEEL, "--no-deps",
+                          "-q", "-d", str(folder)], capture_output=True, text=True, timeout=300)
+    wheels = list(folder.glob("nvidia_resiliency_ext-*.whl"))
+    if not wheels:
+        pytest.skip(f"pip could not download {RESILIENCY_WHEEL}: {got.stderr[-300:]}")
+    with zipfile.ZipFile(wheels[0]) as wheel:
+        wheel.extractall(folder / "site")
+    assert (folder / "site" / "nvidia_resiliency_ext").is_dir()  # a namespace package
+    return {"PYTHONPATH": f"{folder / 'site'}{os.pathsep}{ROOT}"}
+
+
+def test_the_newest_nccl_in_this_environment_passes(inprocess_restart):
+    checks = nccl_json(None, inprocess_restart)
     known = checks["nccl.known_issues"]
     if checks["nccl.library"]["status"] != "pass":
         pytest.skip("no libnccl in this environment")
@@ -216,11 +234,9 @@ def test_the_newest_nccl_in_this_environment_passes():
 
 
 @pytest.mark.slow
-def test_nccl_2_28_3_from_its_wheel_warns_and_the_newest_passes(tmp_path):
+def test_nccl_2_28_3_from_its_wheel_warns_and_the_newest_passes(tmp_path, inprocess_restart):
     """pip downloads nvidia-nccl-cu12==2.28.3 (about 300 MB) and the check reads the real
-    library through --nccl-lib. The job's in-process restart is the package being importable:
-    the fixture folder holds an empty ``nvidia_resiliency_ext`` package, what the probe looks
-    for."""
+    library through --nccl-lib, in a job that has the real in-process restart package."""
     got = subprocess.run([sys.executable, "-m", "pip", "download", "nvidia-nccl-cu12==2.28.3",
                           "--no-deps", "-q", "-d", str(tmp_path)], capture_output=True,
                          text=True, timeout=600)
@@ -230,7 +246,7 @@ def test_nccl_2_28_3_from_its_wheel_warns_and_the_newest_passes(tmp_path):
     with zipfile.ZipFile(wheels[0]) as wheel:
         wheel.extract("nvidia/nccl/lib/libnccl.so.2", tmp_path)
     lib = tmp_path / "nvidia" / "nccl" / "lib" / "libnccl.so.2"
-    restart = {"PYTHONPATH": f"{FIXTURES / 'inprocess'}{os.pathsep}{ROOT}"}
+    restart = inprocess_restart
     checks = nccl_json(lib, restart)
     assert "NCCL 2.28.3" in checks["nccl.library"]["summary"]
     known = checks["nccl.known_issues"]
