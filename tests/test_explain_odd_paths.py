@@ -7,6 +7,7 @@ import gzip
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -49,12 +50,15 @@ def test_a_path_that_is_no_log_file_is_refused_at_once(tmp_path, make):
     elif make == "sys":
         path = "/sys/kernel"
     else:
-        import socket
         path = str(tmp_path / "sock")
         server = socket.socket(socket.AF_UNIX)
         server.bind(path)
     started = time.monotonic()
-    done = explain("--format", "json", path, timeout=DEADLINE_S)
+    try:
+        done = explain("--format", "json", path, timeout=DEADLINE_S)
+    finally:
+        if make == "socket":
+            server.close()
     assert time.monotonic() - started < DEADLINE_S
     assert done.returncode == 2 and done.stdout == b"", done.stderr
     [line] = lines(done)
