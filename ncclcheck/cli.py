@@ -290,7 +290,10 @@ def checks(check_id, fmt) -> None:
 @click.option("--exit-code", "exit_code", is_flag=True,
               help="Exit 1 when a failure was found (for CI); otherwise exit 0 whatever was found.")
 @click.option("--list", "list_catalogue", is_flag=True, help="Print the failure catalogue and exit.")
-def explain(paths, fmt, exit_code, list_catalogue) -> None:
+@click.option("--on-fail", type=click.Choice(ON_FAIL_ACTIONS), callback=_slurm_only,
+              help="Slurm only: drain the host(s) the root cause's verdict names, with the "
+                   "root cause as the reason (scontrol update).")
+def explain(paths, fmt, exit_code, list_catalogue, on_fail) -> None:
     """Explain failed runs' logs: the root cause first, with its rank, host and fix.
 
     PATH is a file, a directory (every file in it) or - for stdin (the default); gzip is
@@ -303,7 +306,7 @@ def explain(paths, fmt, exit_code, list_catalogue) -> None:
     """
     # deferred: explain's catalogue and engine, which the other commands and --help do not need
     from ncclcheck.explain.cli import run_explain
-    sys.exit(run_explain(list(paths), fmt, exit_code, list_catalogue, UsageFailure))
+    sys.exit(run_explain(list(paths), fmt, exit_code, list_catalogue, UsageFailure, on_fail))
 
 
 @cli.command()

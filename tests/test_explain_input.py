@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -63,11 +64,17 @@ def test_a_log_with_lines_gets_no_note():
     assert done.returncode == 0 and done.stderr == b""
 
 
-def test_a_named_pipe_is_read_whole():
-    text = MOTIVATING.read_bytes()
+def test_process_substitution_is_refused_and_a_pipe_into_dash_is_read():
+    """``<(cmd)`` is a pipe under /dev/fd: refused at once, with the way that works."""
     proc = subprocess.run(["bash", "-c", f'"{sys.executable}" -m ncclcheck explain --format json '
                            f'<(cat "{MOTIVATING}")'], capture_output=True, timeout=60)
-    assert text and json.loads(proc.stdout)["findings"][0]["id"] == "nccl.invalid_rank"
+    assert proc.returncode == 2 and proc.stdout == b""
+    [line] = _notes(proc)
+    assert re.fullmatch(r"ncclcheck explain: /dev/fd/\d+: refused, a named pipe is not a log "
+                        r"file \(.*cmd \| ncclcheck explain -\)", line), line
+    piped = subprocess.run(["bash", "-c", f'cat "{MOTIVATING}" | "{sys.executable}" -m ncclcheck '
+                            f'explain --format json -'], capture_output=True, timeout=60)
+    assert json.loads(piped.stdout)["findings"][0]["id"] == "nccl.invalid_rank"
 
 
 def test_a_huge_single_line_shows_the_text_around_the_match(tmp_path):

@@ -59,6 +59,8 @@ def test_every_node_s_snapshot_joined_with_the_logs_beside_them(tmp_path):
     # the watchdog's timeout in the log is read too, and is not the root cause
     assert any(f["category"] == "timeout" and not f["root_cause"] for f in result["findings"])
     assert "hang.unreadable_snapshot" in {n["id"] for n in result["notes"]}
+    # a rank outside the collective: the program's to fix, a requeue does the same again
+    assert result["verdict"] == {"owner": "code", "retry_helps": False, "drain": []}
 
 
 def test_a_node_that_lost_a_rank_and_nccl_ras_missing_ranks_are_gone():

@@ -20,13 +20,14 @@ from ncclcheck.explain.lines import parse_line
 from ncclcheck.explain.model_reading import Hypothesis, hypotheses, unexplained_failure
 from ncclcheck.explain.prefilter import ENGINE_VARIABLE, LiteralIndex
 from ncclcheck.explain.prepared import prepared
-from ncclcheck.explain.reader import InputError, Source, sniff, sources
+from ncclcheck.explain.reader import UNREAD_NOTE, InputError, Source, Unread, sniff, sources
 from ncclcheck.explain.readers import LineHook, Reader, readers
 from ncclcheck.explain.reflow import unwrap
 from ncclcheck.explain.run import Line, Run
 from ncclcheck.explain.scan import Scanner
 from ncclcheck.explain.textmodel import LogText, TextModel, load_model
 from ncclcheck.redact import redact_value_tree
+from ncclcheck.verdicts import verdict_of
 
 _FULL_STAMP = re.compile(r"\s*\[?\d{4}-\d\d-\d\d")
 _RANK_FILE = re.compile(r"rank[-_]?(\d+)", re.I)  # one file per rank: rank3.log, rank_3.out
@@ -43,6 +44,7 @@ class Explanation:
     text: LogText | None = None          # the lines the text model read
     hypotheses: list[Hypothesis] = field(default_factory=list)
     notes: list[Note] = field(default_factory=list)
+    unread: list[Unread] = field(default_factory=list)  # inputs that could not be read
 
     @property
     def root(self) -> Finding | None:
@@ -55,13 +57,18 @@ class Explanation:
         return any(f.tier < 2 for f in self.findings)
 
     def to_dict(self) -> dict[str, Any]:
-        """The explanation as data, secrets masked (every renderer reads this)."""
+        """The explanation as data, secrets masked (every renderer reads this); ``verdict``
+        only beside a root cause."""
+        findings = [f.to_dict() for f in self.findings]
+        verdict = {"verdict": verdict_of(findings[0]).to_dict()} if self.root else {}
         return redact_value_tree({
-            "findings": [f.to_dict() for f in self.findings],
+            "findings": findings,
             "hypotheses": [h.to_dict() for h in self.hypotheses],
-            "notes": [n.to_dict() for n in self.notes],
+            "notes": [Note(UNREAD_NOTE, u.text).to_dict() for u in self.unread]
+            + [n.to_dict() for n in self.notes],
             "nccl": self.nccl,
             "files": self.files,
+            **verdict,
         })
 
 
@@ -97,13 +104,18 @@ def explain_sources(items: list[Source], model: TextModel | None | str = SHIPPED
     run = Run(ready.catalogue, ready.matcher(), load_model() if isinstance(model, str) else model,
               list(dumps), snapshots=list(snapshots))
     everyone = readers()
+    unread: list[Unread] = []  # a file that cannot be read is noted, and the rest is read
     for source in items:
-        stream = source.open()
+        try:
+            stream = source.open()
+        except InputError as exc:  # vanished or changed since it was listed
+            unread.append(Unread(source.name, exc.why))
+            continue
         try:
             lines, physical = unwrap(stream)
             _read_file(run, everyone, source.name, scanner, lines, physical)
         except (OSError, EOFError, zlib.error) as exc:  # truncated gzip, I/O error mid-read
-            raise InputError(f"cannot read {source.name}: {exc}") from None
+            unread.append(Unread(source.name, f"cannot read: {exc}"))
         finally:
             if source.path is not None:
                 stream.close()
@@ -118,10 +130,11 @@ def explain_sources(items: list[Source], model: TextModel | None | str = SHIPPED
         notes += [n for n in (unexplained_failure(run.reading), ended_without_reason(findings))
                   if n is not None]
         notes.append(COLLECT_NEXT)
+    failed = {u.name for u in unread}
     return Explanation(findings, run.summary.to_dict(),
-                       [s.name for s in (*items, *dumps, *snapshots)],
+                       [s.name for s in (*items, *dumps, *snapshots) if s.name not in failed],
                        text=run.text, hypotheses=hypotheses(findings, run.reading, run.model),
-                       notes=notes)
+                       notes=notes, unread=unread)
 
 
 def _read_file(run: Run, everyone: tuple[Reader, ...], name: str, scanner: Scanner,

@@ -124,7 +124,8 @@ def _read(items: list[Source], newest: int | None,
                 finally:
                     stream.close()
             except (DumpError, InputError, OSError, EOFError) as exc:
-                notes.append(Note("fr.unreadable", f"{source.name} {exc}"))
+                said = str(exc) if isinstance(exc, InputError) else f"{source.name} {exc}"
+                notes.append(Note("fr.unreadable", said))
     return dumps, notes
 
 

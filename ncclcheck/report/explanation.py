@@ -10,6 +10,8 @@ import json
 import textwrap
 from typing import Any
 
+from ncclcheck.verdicts import verdict_line
+
 WIDTH = 96
 
 
@@ -121,6 +123,8 @@ def render_table(data: dict[str, Any]) -> str:
             out += _wrap(_inferred(root["inferred_from"]), "  cause:  ")
         out += _wrap(root["explanation"], "  what:   ")
         out += _wrap(root["fix"], "  fix:    ")
+        if data.get("verdict"):
+            out += _wrap(verdict_line(data["verdict"]), "  verdict: ")
         if root["count"] > 1:
             others = _others(root)
             out.append(f"  seen {root['count']} times" + (f" ({others})" if others else ""))
@@ -176,7 +180,9 @@ def render_markdown(data: dict[str, Any]) -> str:
                 *([f"- **cause**: {_inferred(root['inferred_from'])}"]
                   if root.get("inferred_from") else []),
                 f"- **what happened**: {root['explanation']}",
-                f"- **fix**: {root['fix']}"]
+                f"- **fix**: {root['fix']}",
+                *([f"- **verdict**: {verdict_line(data['verdict'])}"]
+                  if data.get("verdict") else [])]
         if len(findings) > 1:
             out += _found_table(findings[1:], "Also found")
         if len(hyps) > 1:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
+from ncclcheck.verdicts import verdict_line
+
 WIDTH = 100
 MAX_PROCESS_ROWS = 64
 MAX_STACK_LINES = 12
@@ -40,6 +42,8 @@ def _verdict_lines(data: dict[str, Any]) -> list[str]:
     out = [""] + _wrap(f"{root['text']}  [{root['id']}, {root['category']}]", f"{label:<9}")
     out += _wrap(root["explanation"], "  what:  ")
     out += _wrap(root["fix"], "  fix:   ")
+    if data.get("verdict"):
+        out += _wrap(verdict_line(data["verdict"]), "  verdict: ")
     for other in findings:
         if other is not root:
             out += _wrap(f"{other['text']}  [{other['id']}]", "  also:  ")
@@ -127,8 +131,10 @@ def render_markdown(data: dict[str, Any]) -> str:
         out.append("No rank holds the others up.")
     else:
         out += [f"## {root['title']}", "", f"- **id**: `{root['id']}` ({root['category']})",
-                f"- **verdict**: {root['text']}", f"- **what**: {root['explanation']}",
-                f"- **fix**: {root['fix']}"]
+                f"- **seen**: {root['text']}", f"- **what**: {root['explanation']}",
+                f"- **fix**: {root['fix']}",
+                *([f"- **verdict**: {verdict_line(data['verdict'])}"]
+                  if data.get("verdict") else [])]
     out += ["", "## Where the ranks are", "", "| ranks | count | state | where |",
             "|---|---:|---|---|"]
     for g in hang["groups"]:
