@@ -141,3 +141,52 @@ def test_a_sweep_that_measured_every_size_passes_and_suggests_nothing():
     result = _result([_row(s, 1e-3) for s in SIZES], cut_short=False)
     check = allreduce_check(result, job_rows(result), timeout=4)
     assert check.status.value == "pass" and "suggested_timeout_s" not in check.details
+
+
+# -- the pair tests of --isolate and the node-to-node mesh ------------------------------------
+def _failed_pairs(n: int):
+    from ncclcheck.bench.isolate import PairTest, isolate
+    error = "could not finish an all-reduce within its 0.5 s (_Cut: the pair's time ran out)"
+
+    def measure(index, rnd, share):
+        return [PairTest(a, b, 0.0, index, rnd.reference, 0.0, error) for a, b in rnd.pairs], 1.0
+    return isolate("nodes", n, measure, time_left=lambda: 0.1)
+
+
+def test_pair_tests_none_of_which_finished_are_an_error_not_slow_nodes():
+    from ncclcheck.probes.bench.isolate import isolate_check
+    hosts = ["n0", "n1", "n2", "n3"]
+    iso = _failed_pairs(4)
+    check = isolate_check(iso, hosts, 1 << 20, timeout=20)
+    assert check.status.value == "error" and check.category.value == "timeout"
+    assert check.summary.startswith(f"nothing measured: none of the {len(iso.tests)} pair tests "
+                                    "of 1 MB finished within its share of --timeout 20")
+    assert "--timeout 60 (this run had 20)" in check.fix
+    assert check.details["suggested_timeout_s"] == 60
+
+
+def test_pair_tests_of_which_some_finished_are_still_judged():
+    from ncclcheck.bench.isolate import PairTest, isolate
+    from ncclcheck.probes.bench.isolate import isolate_check
+
+    def measure(index, rnd, share):
+        return [PairTest(a, b, 0.0, index, rnd.reference, 0.0, "timed out") if 3 in (a, b)
+                else PairTest(a, b, 40.0, index, rnd.reference, 0.01) for a, b in rnd.pairs], 1.0
+    iso = isolate("nodes", 4, measure)
+    check = isolate_check(iso, ["n0", "n1", "n2", "n3"], 1 << 20, timeout=20)
+    assert check.status.value == "fail" and "n3" in check.summary
+
+
+def test_a_mesh_that_tested_no_link_is_an_error_and_one_that_tested_some_warns():
+    from ncclcheck.network.mesh import Attempt, Endpoint, MeshOutcome
+    from ncclcheck.probes.net.mesh import mesh_result
+    me = Endpoint(0, "node0", "10.0.0.5", 4000, "n")
+    alone = MeshOutcome(me, {0: me}, {0: "node0", 4: "node1", 8: "node2"})
+    check = mesh_result(alone, timeout=45)
+    assert check.status.value == "error" and check.category.value == "timeout"
+    assert "nothing measured: no link tested" in check.summary and "[4, 8]" in check.summary
+    assert "--timeout 90 (this run had 45)" in check.fix
+    other = Endpoint(4, "node1", "10.0.0.6", 4001, "n")
+    some = MeshOutcome(me, {0: me, 4: other}, {0: "node0", 4: "node1", 8: "node2"})
+    some.attempts = [Attempt(0, "node0", 4, "node1", "10.0.0.6", 4001, "ok", 0.01)]
+    assert mesh_result(some, timeout=45).status.value == "warn"

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import math
 
+from ncclcheck.context import longer_timeout, round_seconds_up
+
 from .analysis import SweepResult
 from .metrics import SizeRow
-
-# What a sweep that measured nothing is told to try at least: the command's default --timeout.
-DEFAULT_TIMEOUT_S = 60
 
 
 def not_measured(result: SweepResult, rows: list[SizeRow]) -> list[int]:
@@ -29,12 +28,6 @@ def still_starting(result: SweepResult) -> bool:
     if any(o.get("error") or o.get("rows") for o in result.outcomes.values()):
         return False
     return all(mark < 0 for mark in result.progress.values())
-
-
-def _round_up(seconds: float) -> int:
-    """A number a person would type: whole tens of seconds up to two minutes, then minutes."""
-    step = 10 if seconds <= 120 else 60
-    return int(math.ceil(seconds / step) * step)
 
 
 def _predict(rows: list[SizeRow]) -> tuple[float, float]:
@@ -54,7 +47,7 @@ def suggest_timeout(result: SweepResult, rows: list[SizeRow], timeout: float) ->
     starts a size only when the last one's time, scaled by size, fits what is left (worker.py).
     Without rows: twice this one, and at least the default."""
     if not rows:
-        return _round_up(max(DEFAULT_TIMEOUT_S, 2 * timeout))
+        return longer_timeout(timeout)
     latency, bandwidth = _predict(rows)
     runs = result.iters + result.warmup + 2
     spent = needed = 0.0
@@ -63,4 +56,4 @@ def suggest_timeout(result: SweepResult, rows: list[SizeRow], timeout: float) ->
         needed = max(needed, spent + prev_s * size / max(1, prev_bytes) * runs)
         prev_bytes, prev_s = size, latency + size / bandwidth
         spent += prev_s * runs
-    return _round_up(max(1.5 * timeout, timeout + 1.5 * max(needed, spent)))
+    return round_seconds_up(max(1.5 * timeout, timeout + 1.5 * max(needed, spent)))
