@@ -6,11 +6,28 @@ from __future__ import annotations
 import os
 import socket
 import time
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from ncclcheck.bench.options import BenchOptions
 from ncclcheck.model import CheckResult
+
+# What a check that could measure nothing in its share of --timeout suggests at least: the
+# probe commands' default --timeout.
+DEFAULT_TIMEOUT_S = 60
+
+
+def round_seconds_up(seconds: float) -> int:
+    """A --timeout a person would type: whole tens of seconds up to two minutes, then minutes."""
+    step = 10 if seconds <= 120 else 60
+    return int(math.ceil(seconds / step) * step)
+
+
+def longer_timeout(timeout: float) -> int:
+    """What to try after a --timeout in which a check could measure nothing: twice it, and at
+    least the default."""
+    return round_seconds_up(max(DEFAULT_TIMEOUT_S, 2 * timeout))
 
 
 @dataclass(frozen=True)

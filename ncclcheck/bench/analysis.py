@@ -34,6 +34,7 @@ class SweepResult:
     stderr_tail: dict[int, str] = field(default_factory=dict)
     progress: dict[int, int] = field(default_factory=dict)  # launcher.progress_mark()
     fault: str | None = None
+    budget_s: float | None = None  # the seconds the sweep was given (what --timeout left it)
 
     @property
     def hosts(self) -> dict[int, str | None]:

@@ -4,12 +4,15 @@ Columns, widths and footer labels follow nccl-tests (src/util.cu): size, count, 
 root, then time (us), algbw and busbw (GB/s) and #wrong; every non-data line starts with `#`;
 the footer labels `# Out of bounds values : N OK|FAILED` and `# Avg bus bandwidth    : X` are
 byte for byte the ones other tools parse. torch's all-reduce is in place, so there is one set of
-timing columns, labelled in-place.
+timing columns, labelled in-place. Fitted to a terminal's width, only the comment lines wrap
+(onto `#` lines of their own): the columns stay nccl-tests' 86 characters, for those parsers.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from .width import wrap
 
 # nccl-tests' names for the `type` column
 _TYPE_NAMES = {"float32": "float", "bfloat16": "bfloat16", "float16": "half"}
@@ -31,7 +34,30 @@ def bench_row(row: dict[str, Any]) -> str:
             f"{row['busbw_gbps']:6.2f}  {row['wrong']:6d}")
 
 
-def bench_table(bench: dict[str, Any]) -> str:
+_COLUMN_LINES = (
+    "#                                                              in-place",
+    "#       size         count      type   redop    root     time   algbw   busbw  #wrong",
+    "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)",
+)
+
+
+def bench_table(bench: dict[str, Any], width: int | None = None) -> str:
+    """nccl-tests' table; with a ``width``, comment lines longer than it wrap."""
+    lines = _bench_lines(bench)
+    if width is None:
+        return "\n".join(lines)
+    fitted: list[str] = []
+    for line in lines:
+        if len(line) <= width or not line.startswith("#") or line in _COLUMN_LINES:
+            fitted.append(line)
+        else:
+            body = line[1:]
+            lead = "#" + body[:len(body) - len(body.lstrip())]
+            fitted += wrap(body.strip(), width, indent=lead, subsequent=lead + "    ")
+    return "\n".join(fitted)
+
+
+def _bench_lines(bench: dict[str, Any]) -> list[str]:
     rows = bench.get("rows", [])
     hosts = bench.get("hosts") or []
     where = f" on {len(hosts)} host{'s' if len(hosts) != 1 else ''}" if hosts else ""
@@ -42,9 +68,7 @@ def bench_table(bench: dict[str, Any]) -> str:
         f"#  iters: {bench.get('iters', '-')}  warmup: {bench.get('warmup', '-')}  "
         "time: slowest rank, mean per iteration",
         "#",
-        "#                                                              in-place",
-        "#       size         count      type   redop    root     time   algbw   busbw  #wrong",
-        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)",
+        *_COLUMN_LINES,
     ]
     lines += [bench_row(row) for row in rows]
     wrong = sum(r["wrong"] for r in rows)
@@ -63,7 +87,7 @@ def bench_table(bench: dict[str, Any]) -> str:
     lines.append("#")
     if bench.get("isolate"):
         lines += isolate_lines(bench["isolate"])
-    return "\n".join(lines)
+    return lines
 
 
 def isolate_lines(isolate: dict[str, Any]) -> list[str]:

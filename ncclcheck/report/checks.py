@@ -13,6 +13,10 @@ from typing import Any, Iterable
 
 from ncclcheck.probes.spec import CheckSpec
 
+from .width import output_width, wrap
+
+FIXED_WIDTH = 100  # not on a terminal (width.output_width is None)
+
 # The page that documents each family's checks (generated tables live there).
 DOC_PAGES = {"ranks": "docs/ranks.md", "net": "docs/net.md", "nccl": "docs/nccl.md",
              "bench": "docs/bench.md", "cluster": "docs/cluster.md"}
@@ -42,13 +46,17 @@ def spec_dict(spec: CheckSpec) -> dict[str, Any]:
             "warns_when": spec.warns_when, "doc": spec.doc, "docs": docs_page(spec)}
 
 
-def list_table(specs: Iterable[CheckSpec], width: int = 100) -> str:
-    """Plain text: id and title on one line; categories and what fails or warns it beneath."""
+def list_table(specs: Iterable[CheckSpec], width: int | None = None) -> str:
+    """Plain text: id and title on one line; categories and what fails or warns it beneath.
+    ``width``: the terminal's by default (there a title wraps too), else 100."""
     specs = list(specs)
+    fitted = width if width is not None else output_width()
+    width = fitted or FIXED_WIDTH
     id_w = max(len(s.id) for s in specs)
     lines = [f"{'id':<{id_w}}  title", f"{'-' * id_w}  -----"]
     for spec in specs:
-        lines.append(f"{spec.id:<{id_w}}  {spec.title}")
+        head = f"{spec.id:<{id_w}}  {spec.title}"
+        lines += wrap(head, width, subsequent=" " * (id_w + 2)) if fitted else [head]
         text = f"[{categories_text(spec)}] {verdicts_text(spec)}"
         lines += textwrap.wrap(text, width, initial_indent="    ", subsequent_indent="    ")
     lines.append(f"\n{len(specs)} checks; one in full: ncclcheck checks ID")
@@ -67,8 +75,9 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def full_text(spec: CheckSpec, width: int = 100) -> str:
-    """One check in full, as `ruff rule CODE` prints a rule."""
+def full_text(spec: CheckSpec, width: int | None = None) -> str:
+    """One check in full, as `ruff rule CODE` prints a rule (to the terminal's width, else 100)."""
+    width = width if width is not None else output_width() or FIXED_WIDTH
     fields = [("family", spec.family), ("title", spec.title),
               ("categories", categories_text(spec, "none (it never warns or fails)")),
               ("fails when", spec.fails_when or "never"), ("warns when", spec.warns_when or "never"),

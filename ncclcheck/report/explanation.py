@@ -12,7 +12,9 @@ from typing import Any
 
 from ncclcheck.verdicts import verdict_line
 
-WIDTH = 96
+from .width import fit, output_width
+
+WIDTH = 96  # not on a terminal (width.output_width is None)
 
 
 def render_json(data: dict[str, Any]) -> str:
@@ -72,7 +74,7 @@ def _span(ranks: list[int]) -> str:
 
 
 def _wrap(text: str, indent: str) -> list[str]:
-    return textwrap.wrap(text, WIDTH, initial_indent=indent,
+    return textwrap.wrap(text, output_width() or WIDTH, initial_indent=indent,
                          subsequent_indent=" " * len(indent)) or [indent]
 
 
@@ -137,7 +139,7 @@ def render_table(data: dict[str, Any]) -> str:
         out += ["", "What NCCL said:"] + ["  " + line for line in summary_lines(data["nccl"])]
     for note in data.get("notes") or []:
         out += [""] + _wrap(note["text"], "Note: ")
-    return "\n".join(out)
+    return "\n".join(fit(out, output_width()))
 
 
 def _hypothesis_table(hyps: list[dict[str, Any]], title: str) -> list[str]:

@@ -13,13 +13,15 @@ from typing import Any
 
 from ncclcheck.verdicts import verdict_line
 
-WIDTH = 100
+from .width import fit, output_width
+
+WIDTH = 100  # not on a terminal (width.output_width is None)
 MAX_PROCESS_ROWS = 64
 MAX_STACK_LINES = 12
 
 
 def _wrap(text: str, indent: str) -> list[str]:
-    return textwrap.wrap(text, WIDTH, initial_indent=indent,
+    return textwrap.wrap(text, output_width() or WIDTH, initial_indent=indent,
                          subsequent_indent=" " * len(indent)) or [indent]
 
 
@@ -120,7 +122,7 @@ def render_table(data: dict[str, Any]) -> str:
     if hang.get("out"):
         out += ["", f"Snapshot written to {hang['out']} (join every node's: ncclcheck explain "
                     f"{hang['out']})"]
-    return "\n".join(out)
+    return "\n".join(fit(out, output_width()))
 
 
 def render_markdown(data: dict[str, Any]) -> str:

@@ -7,10 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 from ncclcheck.bench.analysis import SweepResult, fault_note, named_ranks
+from ncclcheck.bench.cut_short import not_measured, still_starting, suggest_timeout
 from ncclcheck.bench.faults import FAULT_VARIABLE
 from ncclcheck.bench.metrics import SizeRow
 from ncclcheck.bench.sizes import format_size
-from ncclcheck.model import Category, CheckResult, failed, passed, warned
+from ncclcheck.model import Category, CheckResult, errored, failed, passed, warned
 from ncclcheck.probes.bench.measure import BenchFacts
 from ncclcheck.probes.spec import CheckSpec, judge
 
@@ -26,8 +27,10 @@ ALLREDUCE = CheckSpec(
                "rank never joined or stopped answering (timeout) or died "
                "(rank_crashed, with its exit status and stderr tail), any element of any "
                "result was wrong (the ranks that fed a bad input are named), or --backend "
-               "nccl without a visible GPU",
-    warns_when="the deadline stopped the sweep before its largest size",
+               "nccl without a visible GPU; an error when the deadline ended the sweep "
+               "before it measured any size (nothing to pass on: a longer --timeout is named)",
+    warns_when="the deadline stopped the sweep after some sizes, before its largest one "
+               "(the sizes left out and the --timeout that would fit them are named)",
     doc="Every element of every all-reduce is checked against the exact expected "
         "value, as nccl-tests' #wrong column.",
     order=10)
@@ -35,7 +38,8 @@ ALLREDUCE = CheckSpec(
 
 @judge(ALLREDUCE)
 def judge_allreduce(facts: BenchFacts) -> CheckResult:
-    return allreduce_check(facts.result, facts.rows)
+    return allreduce_check(facts.result, facts.rows, timeout=facts.ctx.timeout,
+                           quick=facts.options.quick)
 
 
 def bad_fault_setting(message: str) -> CheckResult:
@@ -51,8 +55,11 @@ def no_gpu_for_nccl() -> CheckResult:
                   "--backend gloo for a CPU check.", Category.CUDA, backend="nccl")
 
 
-def allreduce_check(result: SweepResult, rows: list[SizeRow]) -> CheckResult:
-    """Did every rank complete every size, and was every element of every result right?"""
+def allreduce_check(result: SweepResult, rows: list[SizeRow], *, timeout: float | None = None,
+                    quick: bool = False) -> CheckResult:
+    """Did every rank complete every size, and was every element of every result right?
+    ``timeout`` (the command's --timeout) sizes the one suggested when the deadline cut the
+    sweep short; ``quick`` is `run`'s sweep, whose sizes no option changes."""
     details: dict[str, Any] = {"backend": result.backend, "world_size": result.world_size,
                                "dtype": result.dtype, "sizes_planned": len(result.sizes),
                                "sizes_completed": len(rows)}
@@ -74,6 +81,8 @@ def allreduce_check(result: SweepResult, rows: list[SizeRow]) -> CheckResult:
                       "--gpus-per-node)." + fault_note(result),
                       Category.DUPLICATE_GPU, ranks=duplicate, **details)
 
+    if still_starting(result):
+        return _nothing_measured(result, timeout, quick, details)
     if result.missing:
         return _missing_check(result, errors, details)
 
@@ -84,17 +93,58 @@ def allreduce_check(result: SweepResult, rows: list[SizeRow]) -> CheckResult:
         return wrong_check
 
     planned = len(result.sizes)
+    if not rows and planned:
+        return _nothing_measured(result, timeout, quick, details)
     if len(rows) < planned:
-        last = format_size(rows[-1].bytes) if rows else "none"
+        left_out = not_measured(result, rows)
+        details["not_measured"] = left_out
+        raise_to = "Raise --timeout"
+        if timeout is not None:
+            details["suggested_timeout_s"] = suggest_timeout(result, rows, timeout)
+            raise_to += (f" to about {details['suggested_timeout_s']} (this run had "
+                         f"{timeout:g}; predicted from the sizes measured)")
         return warned(ALLREDUCE,
                       f"all-reduce correct on {len(rows)} of {planned} sizes; the deadline "
-                      f"stopped the sweep after {last}",
-                      f"Raise --timeout or lower --max-bytes (now {format_size(result.sizes[-1])}).",
+                      f"stopped the sweep after {format_size(rows[-1].bytes)}, so "
+                      f"{', '.join(format_size(b) for b in left_out)} "
+                      f"{'was' if len(left_out) == 1 else 'were'} not measured",
+                      raise_to + ("." if quick else " or lower --max-bytes (now "
+                                  f"{format_size(result.sizes[-1])})."),
                       Category.TIMEOUT, **details)
     span = f"{format_size(rows[0].bytes)}-{format_size(rows[-1].bytes)}" if rows else "no sizes"
     return passed(ALLREDUCE,
                   f"all-reduce over {result.backend} on {result.world_size} ranks correct at "
                   f"{len(rows)} sizes ({span}, {result.dtype}): 0 wrong values", **details)
+
+
+def _nothing_measured(result: SweepResult, timeout: float | None, quick: bool,
+                      details: dict[str, Any]) -> CheckResult:
+    """The deadline ended the sweep before its first size: an error, never a pass or a
+    warning, since a gate that measured nothing has nothing to pass on."""
+    had = f" in the {result.budget_s:g} s it had" if result.budget_s is not None else ""
+    of = f" of --timeout {timeout:g}" if timeout is not None else ""
+    if result.missing:
+        why = (f"{named_ranks(result.missing)} {_agree(result.missing, 'was', 'were')} still "
+               f"starting (importing torch, forming the process group){had}{of} and "
+               f"{_agree(result.missing, 'was', 'were')} torn down at the deadline")
+    else:
+        why = f"the deadline came before its first size ({format_size(result.sizes[0])}){had}{of}"
+    details.update(not_measured=list(result.sizes), torn_down=sorted(result.torn_down),
+                   silent=sorted(result.silent), budget_s=result.budget_s)
+    fix = "Give the benchmark more time: "
+    if timeout is not None:
+        details["suggested_timeout_s"] = suggest_timeout(result, [], timeout)
+        fix += f"--timeout {details['suggested_timeout_s']} (this run had {timeout:g})"
+    else:
+        fix += "a longer --timeout"
+    fix += ("; or leave the sweep out of `run` with --no-bench." if quick else ".")
+    if result.missing:
+        fix += (" If the ranks still do not start with more time, one is stuck forming the "
+                "process group: check MASTER_ADDR/MASTER_PORT and GLOO_SOCKET_IFNAME / "
+                "NCCL_SOCKET_IFNAME (`ncclcheck net`).")
+    return errored(ALLREDUCE,
+                   f"nothing measured: the all-reduce sweep completed 0 of {len(result.sizes)} "
+                   f"sizes: {why}", fix + fault_note(result), Category.TIMEOUT, **details)
 
 
 _ERROR_FIXES = {

@@ -8,14 +8,15 @@ from typing import Any
 from ncclcheck.bench.isolate import Isolation, Verdict
 from ncclcheck.bench.isolate_report import host_names, isolate_details
 from ncclcheck.bench.sizes import format_size
-from ncclcheck.model import Category, CheckResult, failed, passed, skipped, warned
+from ncclcheck.context import longer_timeout
+from ncclcheck.model import Category, CheckResult, errored, failed, passed, skipped, warned
 from ncclcheck.probes.bench.measure import BenchFacts
 from ncclcheck.probes.spec import CheckSpec, judge
 
 
 ISOLATE = CheckSpec(
     "bench.isolate", "no node or link far below its peers in pair tests (--isolate)",
-    (Category.DEGRADED,),
+    (Category.DEGRADED, Category.TIMEOUT),
     fails_when="a node was slow with every partner, known-good ones included, or a link "
                "was slow twice while both its nodes were fast with others, or a pair could "
                "not finish within its share of --timeout (the slowest result there is: its "
@@ -23,7 +24,9 @@ ISOLATE = CheckSpec(
                "details.slow_nodes and details.slow_links",
     warns_when="a suspect node or link could not be confirmed: --timeout ran out, or no "
                "node was fast enough to confirm against",
-    doc="Slow means below --isolate-threshold (default 0.7) of the median pair's busbw, or "
+    doc="An error (category timeout) when not one pair test finished: nothing was measured, "
+        "and the fix names a longer --timeout. "
+        "Slow means below --isolate-threshold (default 0.7) of the median pair's busbw, or "
         "below --min-busbw. Each round gets a share of the time left and each pair measures "
         "what goes through within it (a smaller message or fewer iterations when it is "
         "slow, reported in details.pairs). Reported by `bench --isolate nodes|links` after "
@@ -39,7 +42,8 @@ def judge_isolate(facts: BenchFacts) -> CheckResult | None:
         return None
     if isolated.isolation is None:
         return not_isolated(isolated.reason, mode=facts.options.isolate)
-    return isolate_check(isolated.isolation, isolated.hosts, isolated.nbytes)
+    return isolate_check(isolated.isolation, isolated.hosts, isolated.nbytes,
+                         timeout=facts.ctx.timeout)
 
 
 def _why_slow(iso: Isolation, verdict: Verdict, node: int, hosts: list[str]) -> str:
@@ -72,12 +76,15 @@ def _cut_short(iso: Isolation) -> str:
             "their share of --timeout")
 
 
-def isolate_check(iso: Isolation, hosts: list[str], nbytes: int) -> CheckResult:
+def isolate_check(iso: Isolation, hosts: list[str], nbytes: int, *,
+                  timeout: float | None = None) -> CheckResult:
     """Pass when nothing is slow; fail naming the slow nodes and links (category degraded),
     a pair that could not finish among them; warn when suspects (nodes, or links slow once)
-    could not be confirmed."""
-    verdict = iso.judged()
+    could not be confirmed; an error when no pair finished (nothing to judge by)."""
     details = isolate_details(iso, hosts, nbytes)
+    if iso.tests and all(t.failed for t in iso.tests):
+        return _nothing_measured(iso, nbytes, timeout, details)
+    verdict = iso.judged()
     tested = (f"{len(iso.tests)} pair tests of {format_size(nbytes)} in {len(iso.rounds)} "
               f"rounds over {iso.n} nodes; median pair {verdict.median_gbps:.3g} GB/s busbw"
               + _cut_short(iso))
@@ -111,6 +118,26 @@ def isolate_check(iso: Isolation, hosts: list[str], nbytes: int) -> CheckResult:
                       Category.DEGRADED, **details)
     return passed(ISOLATE, f"no slow node or link: every pair above {floor} ({tested})",
                   **details)
+
+
+def _nothing_measured(iso: Isolation, nbytes: int, timeout: float | None,
+                      details: dict[str, Any]) -> CheckResult:
+    """Not one pair finished while the sweep before them completed on every rank, so the
+    links work: the pairs' share of --timeout was too short, and no node can be judged."""
+    word = "test" if len(iso.tests) == 1 else "tests"
+    of = f" of --timeout {timeout:g}" if timeout is not None else ""
+    fix = "Give the pair tests more time: "
+    if timeout is not None:
+        details["suggested_timeout_s"] = longer_timeout(timeout)
+        fix += f"--timeout {details['suggested_timeout_s']} (this run had {timeout:g})"
+    else:
+        fix += "a longer --timeout"
+    return errored(ISOLATE,
+                   f"nothing measured: none of the {len(iso.tests)} pair {word} of "
+                   f"{format_size(nbytes)} finished within its share{of} "
+                   f"({iso.tests[-1].error}), so no node or link can be judged",
+                   fix + "; the sweep before them completed, so the links do work.",
+                   Category.TIMEOUT, **details)
 
 
 def not_isolated(reason: str, **details: Any) -> CheckResult:

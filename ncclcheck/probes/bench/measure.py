@@ -101,10 +101,12 @@ def _run(ctx: ProbeContext, opts: BenchOptions,
     nproc = gpus if backend == "nccl" else opts.nproc
     config = _config(opts, backend, collective, end, fault)
     progress = Progress(config.sizes, nproc, backend)
+    budget = end - time.monotonic()
     try:
         result = run_standalone(config, nproc, dict(ctx.env), end, progress.update)
     finally:
         progress.close()
+    result.budget_s = round(max(0.0, budget), 1)
     alone = Isolated(None, reason="standalone, every rank runs on this node; run it under the "
                      "job's launcher") if opts.isolate else None
     return result, alone
@@ -125,12 +127,15 @@ def _run_on_cluster(ctx: ProbeContext, opts: BenchOptions, fault: str, end: floa
         return absent_result(config, session.world_size, missing), skipped
     progress = (Progress(config.sizes, 1, backend, world_size=session.world_size)
                 if session.rank == 0 else None)
+    budget = sweep_end - time.monotonic()
     try:
         result = run_on_cluster(config, session, sweep_end,
                                 progress.update if progress else None, bool(opts.isolate))
     finally:
         if progress:
             progress.close()
+    if result is not None:
+        result.budget_s = round(max(0.0, budget), 1)
     if not opts.isolate:
         return result, None
     if result is None:

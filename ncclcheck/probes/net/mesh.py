@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ncclcheck.context import longer_timeout
 from ncclcheck.model import Category, CheckResult, errored, failed, passed, skipped, warned
 from ncclcheck.probes.net.facts import Facts, MeshRun
 from ncclcheck.probes.spec import CheckSpec, judge
@@ -20,8 +21,11 @@ MESH = CheckSpec(
     "net.mesh", "Every node reaches every other on NCCL's interface",
     (Category.CONNECTION, Category.TIMEOUT),
     fails_when="a node cannot open a TCP connection to another node's NCCL address",
-    warns_when="a node leader never published its endpoint",
-    doc="Cluster mode only; errors when the mesh itself cannot run.",
+    warns_when="a node leader never published its endpoint (the links to the others were "
+               "tested)",
+    doc="Cluster mode only; errors when the mesh itself cannot run, or when no other node "
+        "leader published its endpoint within the mesh's share of --timeout, so not one link "
+        "was tested (the fix names a longer --timeout).",
     order=80)
 CONSISTENCY = CheckSpec(
     "net.consistency", "Nodes agree on NCCL's interface name and MTU", (IFACE,),
@@ -32,11 +36,14 @@ CONSISTENCY = CheckSpec(
 @judge(MESH, CONSISTENCY)
 def check_mesh(facts: Facts) -> list[CheckResult]:
     """The mesh's checks when it was gathered (always, in the probe; tests may leave it out)."""
-    return mesh_checks(facts.mesh, facts.ctx.host) if facts.mesh is not None else []
+    if facts.mesh is None:
+        return []
+    return mesh_checks(facts.mesh, facts.ctx.host, timeout=facts.ctx.timeout)
 
 
-def mesh_checks(run: MeshRun, host: str) -> list[CheckResult]:
-    """net.mesh (and, on the first leader, net.consistency) from one mesh run on ``host``."""
+def mesh_checks(run: MeshRun, host: str, *, timeout: float | None = None) -> list[CheckResult]:
+    """net.mesh (and, on the first leader, net.consistency) from one mesh run on ``host``;
+    ``timeout`` (the command's) sizes the one suggested when the deadline left nothing tested."""
     if run.not_run is not None:
         return [skipped(MESH, run.not_run)]
     if run.outcome is None:
@@ -45,10 +52,10 @@ def mesh_checks(run: MeshRun, host: str) -> list[CheckResult]:
                         f"Check that {run.address} can be bound on this node and "
                         "that the cluster store is still reachable.", Category.CONNECTION,
                         address=run.address, error=run.error)]
-    return [mesh_result(run.outcome)] + consistency(run.outcome, run.rank)
+    return [mesh_result(run.outcome, timeout)] + consistency(run.outcome, run.rank)
 
 
-def mesh_result(outcome: Any) -> CheckResult:
+def mesh_result(outcome: Any, timeout: float | None = None) -> CheckResult:
     details = {
         "address": outcome.me.address, "port": outcome.me.port,
         "plan": "full mesh" if outcome.full else "ring + random peers",
@@ -72,6 +79,15 @@ def mesh_result(outcome: Any) -> CheckResult:
         return failed(MESH, f"{outcome.me.host} cannot open connections to "
                             f"{len(outcome.failures)} node(s): {text}", fix,
                       Category.CONNECTION, **details)
+    if outcome.missing and not outcome.attempts:
+        longer = (f"--timeout {longer_timeout(timeout)} (this run had {timeout:g})"
+                  if timeout is not None else "a longer --timeout")
+        return errored(MESH, f"nothing measured: no link tested, since node leader rank(s) "
+                             f"{outcome.missing} never published a mesh endpoint within the "
+                             "mesh's share of the deadline",
+                       "See the cluster.* checks for ranks that did not report; when every "
+                       f"rank reported, give the mesh more time: {longer}.",
+                       Category.TIMEOUT, **details)
     if outcome.missing:
         return warned(MESH, f"node leader rank(s) {outcome.missing} never published a "
                             "mesh endpoint: their links were not tested",
