@@ -9,8 +9,10 @@ that a version lacks reads as unknown here.
 
 A dump is a pickle, and on-call engineers point explain at folders other people wrote. Reading
 one never imports a module or calls anything: the unpickler refuses every global (the format
-uses none; a hostile file's ``__reduce__`` needs one), persistent ids and extensions, and the
-file is read whole with a size cap before any byte is interpreted.
+uses none; a hostile file's ``__reduce__`` needs one), persistent ids and extensions, the
+file is read whole with a size cap before any byte is interpreted, and no memo slot or length
+an opcode claims is believed beyond the file's size (claims.py: the C unpickler would allocate
+what a corrupted number asks for).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Mapping, NamedTuple
 
+from ncclcheck.flightrec.claims import Overclaim
 from ncclcheck.flightrec.newest import decode, newest_entries
 
 KEPT_NEWEST = 64                  # entries kept whatever ``keep_from`` says (where ranks were last)
@@ -179,6 +182,8 @@ def _decode(raw: bytes) -> Any:
             return decode(raw, _NoCode)
         except DumpError:
             raise
+        except Overclaim as exc:
+            raise DumpError(f"is a truncated or corrupt pickle ({exc})") from None
         except (pickle.UnpicklingError, EOFError, ValueError, TypeError, KeyError, IndexError,
                 AttributeError, OverflowError, MemoryError, RecursionError, UnicodeDecodeError,
                 struct.error) as exc:
