@@ -31,6 +31,7 @@ from ncclcheck.flightrec.newest import decode, newest_entries
 
 KEPT_NEWEST = 64                  # entries kept whatever ``keep_from`` says (where ranks were last)
 MAX_DUMP_BYTES = 1 << 30          # a 2,000-entry dump with frames is a few MB
+READ_PIECE = 4 << 20              # one read of MAX_DUMP_BYTES would reserve a GiB per dump
 PICKLE_PROTOCOLS = range(2, 6)
 _TRAILING_NUMBER = re.compile(r"(\d+)(?:\.(?:pkl|pickle|json|bin|dump|trace))?$", re.I)
 _RANKS_TEXT = re.compile(r"^\s*\[\s*(?:-?\d+\s*(?:,\s*-?\d+\s*)*)?\]\s*$")
@@ -160,9 +161,9 @@ def read_dump(path: str, stream: BinaryIO | None = None, newest: int | None = No
             if os.path.getsize(path) > MAX_DUMP_BYTES:
                 raise DumpError(f"larger than {MAX_DUMP_BYTES >> 20} MiB: not read")
             with open(path, "rb") as handle:
-                raw = handle.read(MAX_DUMP_BYTES + 1)
+                raw = _read_capped(handle)
         else:
-            raw = stream.read(MAX_DUMP_BYTES + 1)
+            raw = _read_capped(stream)
     except OSError as exc:
         raise DumpError(f"cannot be read: {exc.strerror or exc}") from None
     if len(raw) > MAX_DUMP_BYTES:
@@ -174,6 +175,19 @@ def read_dump(path: str, stream: BinaryIO | None = None, newest: int | None = No
     if not isinstance(data, dict) or "entries" not in data:
         raise DumpError("is not a flight-recorder dump (no 'entries')")
     return _dump(path, data, keep_from=keep_from)
+
+
+def _read_capped(stream: BinaryIO) -> bytes:
+    """At most ``MAX_DUMP_BYTES + 1`` bytes, read in pieces: a read asks for all the memory
+    it may fill at once, which ``ulimit -v`` on a login node refuses for a GiB."""
+    pieces, size = [], 0
+    while size <= MAX_DUMP_BYTES:
+        piece = stream.read(min(READ_PIECE, MAX_DUMP_BYTES + 1 - size))
+        if not piece:
+            break
+        pieces.append(piece)
+        size += len(piece)
+    return b"".join(pieces)
 
 
 def _decode(raw: bytes) -> Any:
