@@ -8,7 +8,9 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import pickletools
 import random
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -75,6 +77,25 @@ def mutated(data: bytes, count: int, seed: int) -> Iterator[bytes]:
             for _ in range(rng.randint(1, 8)):
                 copy[rng.randrange(2, len(copy))] = rng.randrange(256)
         yield bytes(copy)
+
+
+def claim_memo_slot(data: bytes, slot: int, newest: bool = False) -> bytes:
+    """``data`` with a put into memo slot ``slot`` (LONG_BINPUT, three bytes longer): in place
+    of its first put, or, ``newest``, after its last memo reference (among the newest entries,
+    which a large dump's cut decodes)."""
+    ops = [(op.name, pos) for op, _, pos in pickletools.genops(data)]
+    put = b"r" + struct.pack("<I", slot)
+    if newest:
+        at = next(pos for name, pos in reversed(ops) if name == "BINGET") + 2
+        return data[:at] + put + data[at:]
+    at = next(pos for name, pos in ops if name == "BINPUT")
+    return data[:at] + put + data[at + 2:]
+
+
+def claim_length(data: bytes, length: int) -> bytes:
+    """``data`` with its first BINUNICODE string claiming ``length`` bytes."""
+    at = next(pos for op, _, pos in pickletools.genops(data) if op.name == "BINUNICODE")
+    return data[:at + 1] + struct.pack("<I", length) + data[at + 5:]
 
 
 def torch_dump(folder: Path, buffer_size: int, collectives: str) -> bytes:

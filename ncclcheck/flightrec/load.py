@@ -9,8 +9,10 @@ that a version lacks reads as unknown here.
 
 A dump is a pickle, and on-call engineers point explain at folders other people wrote. Reading
 one never imports a module or calls anything: the unpickler refuses every global (the format
-uses none; a hostile file's ``__reduce__`` needs one), persistent ids and extensions, and the
-file is read whole with a size cap before any byte is interpreted.
+uses none; a hostile file's ``__reduce__`` needs one), persistent ids and extensions, the
+file is read whole with a size cap before any byte is interpreted, and no memo slot or length
+an opcode claims is believed beyond the file's size (claims.py: the C unpickler would allocate
+what a corrupted number asks for).
 """
 
 from __future__ import annotations
@@ -24,10 +26,12 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Mapping, NamedTuple
 
+from ncclcheck.flightrec.claims import Overclaim
 from ncclcheck.flightrec.newest import decode, newest_entries
 
 KEPT_NEWEST = 64                  # entries kept whatever ``keep_from`` says (where ranks were last)
 MAX_DUMP_BYTES = 1 << 30          # a 2,000-entry dump with frames is a few MB
+READ_PIECE = 4 << 20              # one read of MAX_DUMP_BYTES would reserve a GiB per dump
 PICKLE_PROTOCOLS = range(2, 6)
 _TRAILING_NUMBER = re.compile(r"(\d+)(?:\.(?:pkl|pickle|json|bin|dump|trace))?$", re.I)
 _RANKS_TEXT = re.compile(r"^\s*\[\s*(?:-?\d+\s*(?:,\s*-?\d+\s*)*)?\]\s*$")
@@ -157,9 +161,9 @@ def read_dump(path: str, stream: BinaryIO | None = None, newest: int | None = No
             if os.path.getsize(path) > MAX_DUMP_BYTES:
                 raise DumpError(f"larger than {MAX_DUMP_BYTES >> 20} MiB: not read")
             with open(path, "rb") as handle:
-                raw = handle.read(MAX_DUMP_BYTES + 1)
+                raw = _read_capped(handle)
         else:
-            raw = stream.read(MAX_DUMP_BYTES + 1)
+            raw = _read_capped(stream)
     except OSError as exc:
         raise DumpError(f"cannot be read: {exc.strerror or exc}") from None
     if len(raw) > MAX_DUMP_BYTES:
@@ -173,12 +177,27 @@ def read_dump(path: str, stream: BinaryIO | None = None, newest: int | None = No
     return _dump(path, data, keep_from=keep_from)
 
 
+def _read_capped(stream: BinaryIO) -> bytes:
+    """At most ``MAX_DUMP_BYTES + 1`` bytes, read in pieces: a read asks for all the memory
+    it may fill at once, which ``ulimit -v`` on a login node refuses for a GiB."""
+    pieces, size = [], 0
+    while size <= MAX_DUMP_BYTES:
+        piece = stream.read(min(READ_PIECE, MAX_DUMP_BYTES + 1 - size))
+        if not piece:
+            break
+        pieces.append(piece)
+        size += len(piece)
+    return b"".join(pieces)
+
+
 def _decode(raw: bytes) -> Any:
     if raw[:1] == b"\x80":
         try:
             return decode(raw, _NoCode)
         except DumpError:
             raise
+        except Overclaim as exc:
+            raise DumpError(f"is a truncated or corrupt pickle ({exc})") from None
         except (pickle.UnpicklingError, EOFError, ValueError, TypeError, KeyError, IndexError,
                 AttributeError, OverflowError, MemoryError, RecursionError, UnicodeDecodeError,
                 struct.error) as exc:

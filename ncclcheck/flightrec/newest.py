@@ -11,7 +11,8 @@ exactly as many dicts as boundaries were found. A file of any other layout (JSON
 protocols, a key after ``entries``, a string first written after the longest head tried) is
 not cut: ``None`` tells the caller to decode it whole.
 
-The decoding is the restricted unpickler's: no global, no persistent id, no code.
+The decoding is the restricted unpickler's: no global, no persistent id, no code; and every
+piece it is given is first checked for memo slots and lengths beyond the file (claims.py).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import pickle
 import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
+
+from ncclcheck.flightrec.claims import check_claims
 
 _PUT = rb"(?:q.|r....)?"                   # the memo put an encoder may write after an opcode
 _ENTRIES_OPEN = re.compile(rb"(?:X\x07\x00\x00\x00|\x8c\x07)entries" + _PUT + rb"\]" + _PUT
@@ -59,7 +62,8 @@ def newest_entries(raw: bytes, newest: int,
         return None                 # hardly more than the window: decode it whole
     tail_start = starts[-newest]
     for count, head_end in _heads(raw, boundary, first + 1, tail_start):
-        cut = _cut(raw[:head_end] + b"eu.", count, raw[tail_start:end], newest, unpickler)
+        cut = _cut(raw[:head_end] + b"eu.", count, raw[tail_start:end], newest, unpickler,
+                   len(raw))
         if cut is not _MEMO_MISSING:
             return cut
     return None
@@ -80,12 +84,18 @@ def _heads(raw: bytes, boundary: re.Pattern[bytes], start: int,
 
 
 def _cut(head_bytes: bytes, count: int, tail_bytes: bytes, newest: int,
-         unpickler: Callable[[io.BufferedReader], pickle.Unpickler]) -> Newest | None | object:
-    """The head's first ``count`` entries decoded (for the memo), then the tail with that memo.
-    ``_MEMO_MISSING`` when the tail refers to something the head did not define."""
+         unpickler: Callable[[io.BufferedReader], pickle.Unpickler],
+         size: int) -> Newest | None | object:
+    """The head's first ``count`` entries decoded (for the memo), then the tail with that memo
+    (its memo slots numbered as in the whole file of ``size`` bytes). ``_MEMO_MISSING`` when
+    the tail refers to something the head did not define; None when a piece does not decode
+    (or claims more than the file holds: the whole decode then says why)."""
+    tail_bytes = b"\x80\x02](" + tail_bytes + b"e."
     head_reader = unpickler(_stream(head_bytes))
-    tail_reader = unpickler(_stream(b"\x80\x02](" + tail_bytes + b"e."))
+    tail_reader = unpickler(_stream(tail_bytes))
     try:
+        check_claims(head_bytes)
+        check_claims(tail_bytes, size)
         head = head_reader.load()
         tail_reader.memo = head_reader.memo
         entries = tail_reader.load()
@@ -159,5 +169,7 @@ def _stream(data: bytes) -> io.BufferedReader:
 
 
 def decode(data: bytes, unpickler: Callable[[io.BufferedReader], pickle.Unpickler]) -> Any:
-    """A whole pickle, through a stream the unpickler can look ahead in."""
+    """A whole pickle, through a stream the unpickler can look ahead in; raises
+    claims.Overclaim, before decoding anything, for a memo slot or length beyond its size."""
+    check_claims(data)
     return unpickler(_stream(data)).load()
