@@ -50,6 +50,13 @@ DEFERRED_MODULES: dict[str, frozenset[str]] = {
     # the TOML parser: a start reads the catalogue's compiled file (catalogue/compiled.py)
     "ncclcheck.catalogue": frozenset({"ncclcheck.catalogue.sources"}),
     "ncclcheck.catalogue.known_issues": frozenset({"ncclcheck.catalogue.sources"}),
+    # explain loads the readers of dumps, snapshots and named releases only for a run that has
+    # them, so that a plain log starts quickly
+    "ncclcheck.explain.reader": frozenset({"ncclcheck.flightrec.load", "ncclcheck.hang.files"}),
+    "ncclcheck.explain.readers.dumps": frozenset({"ncclcheck.explain.hangs"}),
+    "ncclcheck.explain.readers.hang_snapshots": frozenset({
+        "ncclcheck.hang.facts", "ncclcheck.hang.files", "ncclcheck.hang.verdict"}),
+    "ncclcheck.explain.readers.known_versions": frozenset({"ncclcheck.catalogue.known_issues"}),
 }
 REASON = "# deferred:"
 
