@@ -26,12 +26,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from ncclcheck.catalogue.compiled import SIGNATURES_DIR, read_compiled
+from ncclcheck.catalogue.compiled import FOLDER, SIGNATURES_DIR, read_compiled
 from ncclcheck.catalogue.parse import Folder, build_files, check, refined_by_closure
 from ncclcheck.catalogue.signature import (BROAD, LAST_RESORT, SPECIFIC, Signature,
                                            UnknownSignature)
@@ -93,7 +92,7 @@ class Catalogue:
 
 def shipped_folder() -> Folder:
     """Where the shipped catalogue's files are (inside the package)."""
-    return resources.files(__name__).joinpath(SIGNATURES_DIR)
+    return FOLDER / SIGNATURES_DIR
 
 
 def load(folder: Folder | str | None = None) -> Catalogue:

@@ -14,20 +14,19 @@ from __future__ import annotations
 import hashlib
 import json
 from functools import lru_cache
-from importlib import resources
+from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 COMPILED = "compiled.json"  # under ncclcheck/catalogue/
 SIGNATURES_DIR = "signatures"  # under ncclcheck/catalogue/: one *.toml file per family
 KNOWN_ISSUES = "known_issues.toml"  # under ncclcheck/catalogue/
+FOLDER = Path(__file__).parent  # the catalogue's folder, where its files are
 
 
 def source_names() -> list[str]:
     """The shipped TOML sources, relative to the catalogue's folder, in name order."""
-    folder = resources.files(__package__)
     names = sorted(f"{SIGNATURES_DIR}/{item.name}"
-                   for item in folder.joinpath(SIGNATURES_DIR).iterdir()
-                   if item.name.endswith(".toml"))
+                   for item in (FOLDER / SIGNATURES_DIR).iterdir() if item.name.endswith(".toml"))
     return names + [KNOWN_ISSUES]
 
 
@@ -42,8 +41,7 @@ def digest(sources: Iterable[tuple[str, bytes]]) -> str:
 
 def shipped_digest() -> str:
     """The digest of the shipped sources as they are now."""
-    folder = resources.files(__package__)
-    return digest((name, folder.joinpath(name).read_bytes()) for name in source_names())
+    return digest((name, (FOLDER / name).read_bytes()) for name in source_names())
 
 
 @lru_cache(maxsize=1)
@@ -52,7 +50,7 @@ def read_compiled() -> Mapping[str, Any] | None:
     ``known_issues``: the table), or None when the file is absent or was made from other
     sources than the shipped ones."""
     try:
-        text = resources.files(__package__).joinpath(COMPILED).read_bytes()
+        text = (FOLDER / COMPILED).read_bytes()
     except FileNotFoundError:
         return None
     data = json.loads(text)

@@ -22,11 +22,10 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
-from importlib import resources
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from ncclcheck.catalogue.compiled import digest
+from ncclcheck.catalogue.compiled import FOLDER, digest
 
 TABLES = ("errno", "eai", "cuda", "nccl_result", "ibverbs", "nccl_formats", "torch", "lightning")
 KNOWLEDGE_DIR = "knowledge"  # under ncclcheck/catalogue/: one <table>.json per table
@@ -58,7 +57,7 @@ def table(name: str) -> Mapping[str, Any]:
     """One table as committed: its header and ``entries`` (nccl_formats' rows as dicts)."""
     if name not in TABLES:
         raise KeyError(f"no knowledge table {name!r}; the tables are {', '.join(TABLES)}")
-    path = resources.files(__package__).joinpath(KNOWLEDGE_DIR, f"{name}.json")
+    path = FOLDER / KNOWLEDGE_DIR / f"{name}.json"
     data = json.loads(path.read_text("utf-8"))
     if "columns" in data:
         data["entries"] = [dict(zip(data["columns"], row)) for row in data["entries"]]
@@ -225,8 +224,8 @@ def choose_anchors() -> dict[str, Any]:
 
 def tables_digest() -> str:
     """The digest of the knowledge tables as they are now (what the anchors were chosen from)."""
-    folder = resources.files(__package__).joinpath(KNOWLEDGE_DIR)
-    return digest((name, folder.joinpath(f"{name}.json").read_bytes()) for name in TABLES)
+    folder = FOLDER / KNOWLEDGE_DIR
+    return digest((name, (folder / f"{name}.json").read_bytes()) for name in TABLES)
 
 
 def compiled_anchors() -> dict[str, Any]:
@@ -238,7 +237,7 @@ def compiled_anchors() -> dict[str, Any]:
 def _anchors() -> Mapping[str, Any]:
     """The committed anchors while they were chosen from these tables, else chosen now."""
     try:
-        data = json.loads(resources.files(__package__).joinpath(COMPILED_INDEX).read_bytes())
+        data = json.loads((FOLDER / COMPILED_INDEX).read_bytes())
     except FileNotFoundError:
         data = {}
     return data if data.get("digest") == tables_digest() else choose_anchors()

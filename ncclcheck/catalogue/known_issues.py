@@ -18,10 +18,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from importlib import resources
 from typing import Any, Mapping
 
-from ncclcheck.catalogue.compiled import read_compiled
+from ncclcheck.catalogue.compiled import FOLDER, read_compiled
 
 TABLE = "known_issues.toml"
 LIBRARIES = ("nccl", "torch", "aws-ofi-nccl", "driver")
@@ -245,4 +244,4 @@ def load() -> KnownIssues:
     found = read_compiled()
     if found is not None:
         return from_table(found["known_issues"])
-    return parse(resources.files(__package__).joinpath(TABLE).read_text("utf-8"))
+    return parse((FOLDER / TABLE).read_text("utf-8"))

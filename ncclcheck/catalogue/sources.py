@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import json
 import sys
-from importlib import resources
 from typing import Any
 
-from ncclcheck.catalogue.compiled import (COMPILED, KNOWN_ISSUES, SIGNATURES_DIR, digest,
+from ncclcheck.catalogue.compiled import (COMPILED, FOLDER, KNOWN_ISSUES, SIGNATURES_DIR, digest,
                                           source_names)
 from ncclcheck.catalogue.parse import Folder
 
@@ -41,16 +40,15 @@ def signature_entries(folder: Folder) -> dict[str, list[dict[str, Any]]]:
 
 def known_issues_table() -> dict[str, Any]:
     """The shipped known-issues table as parsed."""
-    return read_toml(resources.files(__package__).joinpath(KNOWN_ISSUES).read_text("utf-8"))
+    return read_toml((FOLDER / KNOWN_ISSUES).read_text("utf-8"))
 
 
 def compile_shipped() -> dict[str, Any]:
     """What compiled.json holds for the shipped sources as they are now."""
-    folder = resources.files(__package__)
-    sources = [(name, folder.joinpath(name).read_bytes()) for name in source_names()]
+    sources = [(name, (FOLDER / name).read_bytes()) for name in source_names()]
     return {"digest": digest(sources),
             "generated_by": REGENERATE,
-            "signatures": signature_entries(folder.joinpath(SIGNATURES_DIR)),
+            "signatures": signature_entries(FOLDER / SIGNATURES_DIR),
             "known_issues": known_issues_table()}
 
 
@@ -62,6 +60,6 @@ def compiled_text(data: dict[str, Any]) -> str:
 def shipped_compiled_text() -> str | None:
     """The committed compiled file's text (None when there is none)."""
     try:
-        return resources.files(__package__).joinpath(COMPILED).read_text("utf-8")
+        return (FOLDER / COMPILED).read_text("utf-8")
     except FileNotFoundError:
         return None
