@@ -177,8 +177,9 @@ def _parse_row(row: list[Any] | str) -> Row:
     return float(row[0]), {int(c): float(w) for c, w in row[1]}
 
 
-class Rows(Mapping[str, Row]):
-    """A linear model's features, each parsed from its stored form on first use and kept."""
+class Rows:
+    """A linear model's features, each parsed from its stored form on first use and kept (a
+    read-only mapping of feature -> row; a plain class, as an abstract base costs the start)."""
 
     def __init__(self, stored: Mapping[str, list[Any] | str]) -> None:
         self._stored = stored
@@ -221,7 +222,7 @@ class Linear:
 
     classes: tuple[str, ...]
     bias: tuple[float, ...]
-    rows: Mapping[str, Row]
+    rows: Rows
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Linear":
