@@ -306,7 +306,8 @@ def explain(paths, fmt, exit_code, list_catalogue, on_fail) -> None:
     """
     # deferred: explain's catalogue and engine, which the other commands and --help do not need
     from ncclcheck.explain.cli import run_explain
-    sys.exit(run_explain(list(paths), fmt, exit_code, list_catalogue, UsageFailure, on_fail))
+    own = (click.get_current_context().find_object(Invocation) or Invocation()).started
+    sys.exit(run_explain(list(paths), fmt, exit_code, list_catalogue, UsageFailure, on_fail, own))
 
 
 @cli.command()

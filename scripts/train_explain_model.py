@@ -10,17 +10,17 @@ see the same thing. scikit-learn (the ``test`` extra) fits a TF-IDF + multinomia
 regression twice: the run reading (a log's lines as one bag) and the line reading (each line as
 a category's deciding line), both also on every signature's example message. The
 regularisation and the line reading's share are chosen by cross-validation grouped by thread
-(the model's own top-1 + top-3 out of fold), and the
-abstention threshold is the one at which explain, read out of fold, names the most dev logs
-right while calling no clean dev log a failure. The weights go to ncclcheck/explain/textmodel.json.gz (read at run time with the
-standard library). ``--check`` trains and compares with the shipped file instead of writing.
+(the model's own top-1 + top-3 out of fold), and the abstention threshold is the one at which
+explain, read out of fold, names the most dev logs right while calling no clean dev log a
+failure. The weights go to ncclcheck/explain/textmodel.json, flat (one string per feature, which
+explain parses with the standard library only when a log holds that feature). ``--check``
+trains and compares with the shipped file instead of writing.
 ``--dev-fraction`` trains on part of dev only (benchmarks/explain_accuracy.py's learning curve).
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import random
 import sys
@@ -38,7 +38,7 @@ from ncclcheck.explain.model_reading import leaves_open  # noqa: E402
 from ncclcheck.explain.normalize import normalized  # noqa: E402
 from ncclcheck.explain.lines import parse_line  # noqa: E402
 from ncclcheck.explain.textmodel import (  # noqa: E402
-    CLEAN, MODEL_FILE, NONE, line_features, mixed)
+    CLEAN, MODEL_FILE, NONE, flat, line_features, mixed)
 
 WORLD = ROOT / "tests" / "data" / "logs" / "world"
 DEV = WORLD / "dev"
@@ -309,13 +309,13 @@ def main(argv: list[str] | None = None) -> int:
     data = train(args.dev_fraction, args.seed)
     print(f"chosen: C={data['meta']['C']:g}, threshold {data['threshold']}, "
           f"{len(data['features'])} features; out of fold on dev: {data['meta']['out_of_fold']}")
-    blob = json.dumps(data, separators=(",", ":"), sort_keys=True).encode()
+    blob = json.dumps(flat(data), separators=(",", ":"), sort_keys=True).encode() + b"\n"
     if args.check:
-        shipped = json.loads(gzip.decompress(MODEL_FILE.read_bytes()))
+        shipped = json.loads(MODEL_FILE.read_bytes())
         same = shipped == json.loads(blob)
         print("the shipped model is " + ("current" if same else "stale: retrain"))
         return 0 if same else 1
-    args.out.write_bytes(gzip.compress(blob, mtime=0))
+    args.out.write_bytes(blob)
     print(f"wrote {args.out.name}: {args.out.stat().st_size / 1024:.0f} KiB")
     return 0
 

@@ -47,6 +47,16 @@ DEFERRED_MODULES: dict[str, frozenset[str]] = {
     "ncclcheck": frozenset({"ncclcheck.model", "ncclcheck.context", "ncclcheck.runner"}),
     "ncclcheck.cli": frozenset({"ncclcheck.runner", "ncclcheck.lightning.probe",
                                 "ncclcheck.explain.cli", "ncclcheck.hang.cli"}),
+    # the TOML parser: a start reads the catalogue's compiled file (catalogue/compiled.py)
+    "ncclcheck.catalogue": frozenset({"ncclcheck.catalogue.sources"}),
+    "ncclcheck.catalogue.known_issues": frozenset({"ncclcheck.catalogue.sources"}),
+    # explain loads the readers of dumps, snapshots and named releases only for a run that has
+    # them, so that a plain log starts quickly
+    "ncclcheck.explain.reader": frozenset({"ncclcheck.flightrec.load", "ncclcheck.hang.files"}),
+    "ncclcheck.explain.readers.dumps": frozenset({"ncclcheck.explain.hangs"}),
+    "ncclcheck.explain.readers.hang_snapshots": frozenset({
+        "ncclcheck.hang.facts", "ncclcheck.hang.files", "ncclcheck.hang.verdict"}),
+    "ncclcheck.explain.readers.known_versions": frozenset({"ncclcheck.catalogue.known_issues"}),
 }
 REASON = "# deferred:"
 
@@ -460,3 +470,35 @@ def test_adding_a_check_is_one_new_file(tmp_path):
                          cwd=tmp_path)
     ids = [c["id"] for c in json.loads(ran.stdout)["checks"]]
     assert ids.index("net.gloo_interface") + 1 == ids.index("net.recipe_not_only_loopback")
+
+
+# -- explain's start on a small log: only what the log needs ------------------------------------
+SMALL_LOGS = {  # a 1 KB real log a signature decides, and one the text model reads
+    "signature": ROOT / "tests/data/logs/world/dev/"
+                        "c4-006-colbert-kmeans-rank0-allreduce-watchdog-timeout.log",
+    "model": ROOT / "tests/data/logs/world/dev/c32-003-torchelastic-etcdstore-needs-newer-torch.log",
+}
+# What explain leaves unloaded on such a log: the TOML parser (the catalogue is read from its
+# compiled file), the machinery of flight-recorder dumps, hang snapshots and the known-issues
+# table (none given, no release named), scikit-learn and torch.
+NOT_FOR_A_SMALL_LOG = ("tomllib", "tomli", "ncclcheck.catalogue.sources", "ncclcheck.flightrec",
+                       "ncclcheck.hang", "ncclcheck.explain.hangs", "pickle",
+                       "ncclcheck.catalogue.known_issues", "sklearn", "torch")
+
+
+@pytest.mark.parametrize("decided_by", sorted(SMALL_LOGS))
+def test_explain_on_a_small_log_loads_only_what_it_needs(decided_by):
+    run = f"try: main(['explain', {str(SMALL_LOGS[decided_by])!r}])\nexcept SystemExit: pass"
+    code = ("import sys; from ncclcheck.cli import main; out, sys.stdout = sys.stdout, sys.stderr; "
+            f"exec({run!r}); sys.stdout = out")
+    assert _loaded_after(code, NOT_FOR_A_SMALL_LOG) == []
+
+
+def test_a_log_naming_a_release_loads_the_known_issues_but_no_toml_parser(tmp_path):
+    log = tmp_path / "nccl.log"
+    log.write_text("node1:1:1 [0] NCCL INFO NCCL version 2.26.2+cuda12.2\n"
+                   "RuntimeError: NCCL error: unhandled system error\n", "utf-8")
+    code = ("import sys; from ncclcheck.explain.engine import explain; "
+            f"r = explain([{str(log)!r}]); "
+            "assert any(n.id.startswith('known_issue.') for n in r.notes), r.notes")
+    assert _loaded_after(code, ("tomllib", "tomli", "ncclcheck.catalogue.sources")) == []

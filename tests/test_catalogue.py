@@ -1,6 +1,7 @@
 """The failure catalogue as a package of its own: an immutable Catalogue read from a folder of
-TOML files, the shipped one read once per process, and probes that take fix texts from it
-without loading explain or writing anything to the user's cache folder."""
+TOML files, the shipped one read once per process (from the compiled file made from its TOML),
+and probes that take fix texts from it without loading explain or writing anything to the
+user's cache folder."""
 
 from __future__ import annotations
 
@@ -16,6 +17,11 @@ import pytest
 
 from ncclcheck.catalogue import (Catalogue, Signature, UnknownSignature, catalogue_fix, load,
                                  shipped_folder)
+from ncclcheck.catalogue.compiled import digest
+from ncclcheck.catalogue.known_issues import load as load_known_issues
+from ncclcheck.catalogue.known_issues import parse as parse_known_issues
+from ncclcheck.catalogue.sources import (REGENERATE, compile_shipped, compiled_text,
+                                         shipped_compiled_text)
 from ncclcheck.explain.hscache import CACHE_VARIABLE
 
 REPO = Path(__file__).resolve().parents[1]
@@ -114,3 +120,53 @@ def test_a_preflight_leaves_the_cache_folder_empty(tmp_path):
     fixes = [c.get("fix") or "" for c in report["checks"]]
     assert any("NCCL_SOCKET_IFNAME" in fix and "nosuchif0" in fix for fix in fixes), fixes
     assert list(cache.iterdir()) == []
+
+
+# -- the compiled file: the TOML sources as one JSON document, read at start-up ----------------
+def test_the_compiled_file_is_current():
+    """compiled.json is what the TOML sources give now; regenerate it with the command named."""
+    assert shipped_compiled_text() == compiled_text(compile_shipped()), \
+        f"ncclcheck/catalogue/compiled.json is stale: run `{REGENERATE}` and commit it"
+
+
+def test_the_compiled_catalogue_is_the_toml_catalogue():
+    compiled, read = load(), load(shipped_folder())
+    assert compiled.signatures == read.signatures and dict(compiled.files) == dict(read.files)
+    table = (REPO / "ncclcheck" / "catalogue" / "known_issues.toml").read_text("utf-8")
+    assert load_known_issues() == parse_known_issues(table)
+
+
+def test_the_digest_follows_every_byte_and_name_of_the_sources():
+    base = digest([("a.toml", b"x = 1\n"), ("b.toml", b"")])
+    assert base == digest([("a.toml", b"x = 1\n"), ("b.toml", b"")])
+    assert base != digest([("a.toml", b"x = 2\n"), ("b.toml", b"")])
+    assert base != digest([("a.toml", b"x = 1\n"), ("c.toml", b"")])
+    assert base != digest([("a.toml", b"x = 1"), ("\nb.toml", b"")])
+
+
+def _loads_toml(stale: bool) -> tuple[bool, int, int]:
+    """In a fresh interpreter: whether reading the shipped catalogue and known-issues table
+    imported a TOML parser, and how many entries each holds; ``stale`` makes the compiled
+    file's digest disagree with the sources, as after an edit not compiled."""
+    code = textwrap.dedent(f"""
+        import json, sys
+        import ncclcheck.catalogue.compiled as compiled
+        if {stale!r}:
+            compiled.shipped_digest = lambda: "an edited source"
+        from ncclcheck.catalogue import load
+        from ncclcheck.catalogue.known_issues import load as known_issues
+        n, k = len(load().signatures), len(known_issues().issues)
+        print(json.dumps([any(m in sys.modules for m in ("tomllib", "tomli")), n, k]))
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=True, cwd=REPO)
+    toml, signatures, issues = json.loads(done.stdout)
+    return toml, signatures, issues
+
+
+def test_a_start_parses_no_toml_and_a_stale_file_falls_back_to_the_sources():
+    toml, signatures, issues = _loads_toml(stale=False)
+    assert not toml
+    assert (signatures, issues) == (len(load().signatures), len(load_known_issues().issues))
+    toml, signatures_stale, issues_stale = _loads_toml(stale=True)
+    assert toml and (signatures_stale, issues_stale) == (signatures, issues)

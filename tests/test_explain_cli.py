@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
@@ -137,3 +138,22 @@ def test_truncated_gzip_is_one_line_and_exit_2(tmp_path):
     assert done.returncode == 2 and done.stderr.decode().count("\n") == 1, done.stderr
     assert b"cut.log.gz" in done.stderr
     assert_no_traceback(done)
+
+
+def test_the_command_line_s_own_run_leaves_its_tables_to_the_exit_not_to_the_collector():
+    """The process's own `ncclcheck explain` freezes what it loaded once it has printed, so
+    the collector's last passes at exit skip it; a caller's in-process run leaves the
+    collector alone, as its process goes on."""
+    code = ("import gc, sys\n"
+            "from ncclcheck.cli import main\n"
+            f"sys.argv = ['ncclcheck', 'explain', {str(MOTIVATING)!r}]\n"
+            "try:\n"
+            "    main()\n"
+            "except SystemExit:\n"
+            "    print('FROZEN', gc.get_freeze_count(), file=sys.stderr)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60)
+    frozen = int(done.stderr.decode().split("FROZEN")[1].split()[0])
+    assert frozen > 10000 and b"ROOT CAUSE" in done.stdout, done.stderr
+    before = gc.get_freeze_count()
+    assert CliRunner().invoke(cli, ["explain", str(MOTIVATING)]).exit_code == 0
+    assert gc.get_freeze_count() == before

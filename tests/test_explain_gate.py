@@ -170,3 +170,19 @@ def test_mutated_examples_are_found_with_every_literal_common(monkeypatch, tmp_p
     for sig in SIGNATURES:
         found = ids_found(tmp_path, MUTATIONS[mutation](sig.example))
         assert found and found[0] == sig.id, (sig.id, found)
+
+
+def test_the_gate_builds_its_tables_only_when_a_block_has_a_common_literal(monkeypatch):
+    """A small log has no common literal: the gate's tables (each literal's owners, the cuts
+    at spaces, the Hyperscan prefix run) are never built; a block with one builds them."""
+    made = ("_owners", "_firm_owned", "_cuts", "_cut_index", "_start")
+    fresh = gate_module.Gate(SIGNATURES, prepared().literals, literal_index("hyperscan").literals)
+    scanner = Scanner(literal_index("hyperscan"), gate=fresh)
+    log = LOGS / "world" / "dev" / "c4-006-colbert-kmeans-rank0-allreduce-watchdog-timeout.log"
+    assert [c for c in scanner.lines(io.BytesIO(log.read_bytes())) if c.gated]
+    assert not [name for name in made if name in vars(fresh)]
+    monkeypatch.setattr(gate_module, "NOISY_HITS", 1)
+    noisy = Scanner(literal_index("hyperscan"), gate=fresh)
+    kept = [c.text for c in noisy.lines(io.BytesIO((NOISE.format(n=1) + "\nok\n").encode()))
+            if c.gated]
+    assert kept == [] and all(name in vars(fresh) for name in made)

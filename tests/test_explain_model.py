@@ -7,7 +7,6 @@ test extra). No GPU is involved anywhere here.
 
 from __future__ import annotations
 
-import gzip
 import json
 import random
 import subprocess
@@ -22,6 +21,7 @@ from ncclcheck.report.explanation import render_markdown, render_table
 from ncclcheck.explain.normalize import strip_prefix, words
 from ncclcheck.explain.scan import HEAD_LINES, TAIL_LINES, Scanner
 from ncclcheck.explain.signals import signal_of
+from ncclcheck.explain import textmodel
 from ncclcheck.explain.textmodel import CLEAN, MODEL_FILE, NONE, Linear, TextModel, load_model
 from ncclcheck.model import Category
 
@@ -96,6 +96,48 @@ def test_the_shipped_model_is_small_and_names_only_the_taxonomy():
     assert CLEAN in model.classes and set(model.classes) - {CLEAN} <= categories
     assert 0 < model.threshold < 1
     assert model.meta["trained_on"] == "world dev split"
+
+
+def test_the_shipped_model_is_flat_and_a_small_log_parses_only_its_own_rows():
+    """Loading parses no feature's weights; reading a log parses the rows of its features only
+    (a 1 KB log needs a few hundred of the model's ~10,000)."""
+    stored = json.loads(MODEL_FILE.read_bytes())
+    assert all(isinstance(row, str) for row in stored["features"].values())
+    assert all(isinstance(row, str) for row in stored["lines"]["features"].values())
+    model = TextModel.from_dict(stored)
+    assert model.run.rows.parsed == 0 and model.lines.rows.parsed == 0
+    log = WORLD / "dev" / "c32-003-torchelastic-etcdstore-needs-newer-torch.log"
+    text = explain([str(log)], None).text
+    reading = model.read(text)
+    assert reading.confident() == "version_mismatch"
+    bag = text.bag()
+    assert 0 < model.run.rows.parsed <= len(bag) < len(model.run.rows) // 10
+    assert 0 < model.lines.rows.parsed <= len(bag)
+
+
+@pytest.mark.parametrize("row", [[6.0639, [[1, -0.0967], [19, 0.5148]]], [1.0, []],
+                                 [2.5e-05, [[0, -0.0], [3, 1e-05], [7, 12.3456]]]])
+def test_a_flat_row_reads_back_as_the_trained_row(row):
+    flat_row = textmodel.flat_row(row)
+    assert isinstance(flat_row, str)
+    assert textmodel.Rows({"f": flat_row})["f"] == textmodel.Rows({"f": row})["f"]
+    assert textmodel.Rows({"f": flat_row})["f"] == (row[0], dict(row[1]))
+
+
+def test_flattening_a_trained_model_changes_no_reading(tmp_path):
+    """The shipped form reads every bag as the trained form does, bit for bit."""
+    trained = {"classes": [CLEAN, "shared_memory"], "bias": [0.1, -1.0], "threshold": 0.5,
+               "signature_precision": {}, "meta": {}, "mix": 0.5,
+               "features": {"frobnicator": [1.25, [[1, 8.0]]], "exploded": [0.3, [[1, 2.0]]],
+                            "fine": [2.0, [[0, 3.0], [1, -0.5]]], "idle": [0.7, []]},
+               "lines": {"classes": [NONE, "shared_memory"], "bias": [1.0, -2.0],
+                         "features": {"frobnicator": [1.0, [[1, 8.0]]]}}}
+    shipped = tmp_path / "model.json"
+    shipped.write_text(json.dumps(textmodel.flat(trained)))
+    flat_model, model = load_model(str(shipped)), TextModel.from_dict(trained)
+    for bag in ({"frobnicator", "idle"}, {"fine", "exploded", "unseen"}, set()):
+        assert flat_model.run.probabilities(bag) == model.run.probabilities(bag)
+        assert flat_model.lines.probabilities(bag) == model.lines.probabilities(bag)
 
 
 def test_reading_a_log_never_imports_torch_or_scikit_learn(tmp_path):
@@ -284,7 +326,7 @@ def test_run_time_reading_equals_scikit_learns_predictions():
 def test_the_shipped_model_is_what_the_training_script_makes():
     trainer = _trainer()
     fresh = trainer.train(quiet=True)
-    shipped = json.loads(gzip.decompress(MODEL_FILE.read_bytes()))
+    shipped = json.loads(MODEL_FILE.read_bytes())
     assert fresh["classes"] == shipped["classes"]
     assert fresh["threshold"] == shipped["threshold"]
     assert set(fresh["features"]) == set(shipped["features"])

@@ -5,6 +5,7 @@ sources are at hand, and looked up correctly on real lines of the corpus."""
 from __future__ import annotations
 
 import ctypes
+import json
 import errno
 import ctypes.util
 import os
@@ -275,3 +276,33 @@ def test_an_nccl_line_of_an_unknown_release_is_placed_by_its_file_and_tag():
 ])
 def test_an_ordinary_line_gets_nothing(line):
     assert knowledge.lookup(line) == []
+
+
+# -- the anchors, chosen when the tables change (knowledge_index.json) -------------------------
+def test_the_committed_anchors_are_the_ones_the_tables_give():
+    from ncclcheck.catalogue.knowledge_index import COMPILED_INDEX, compiled_anchors
+    committed = json.loads((ROOT / "ncclcheck" / "catalogue" / COMPILED_INDEX).read_text("utf-8"))
+    assert committed == json.loads(json.dumps(compiled_anchors())), \
+        f"{COMPILED_INDEX} is stale: run `python scripts/compile_catalogue.py` and commit it"
+
+
+def test_stale_anchors_are_chosen_again_from_the_tables(monkeypatch):
+    from ncclcheck.catalogue import knowledge_index
+    committed = dict(knowledge_index._anchors())
+    assert committed["digest"] == knowledge_index.tables_digest()
+    monkeypatch.setattr(knowledge_index, "tables_digest", lambda: "a table edited since")
+    chosen = knowledge_index._anchors()
+    assert "digest" not in chosen
+    assert json.loads(json.dumps(chosen)) == {k: committed[k] for k in chosen}
+
+
+def test_a_lookup_makes_only_the_candidates_of_its_line_s_anchors():
+    """No entry is made a candidate at start; a line makes those its words anchor."""
+    from ncclcheck.catalogue import knowledge_index
+    idx = knowledge_index.index.__wrapped__()
+    assert idx.made == 0 and len(idx.entries) > 2000
+    line = "ConnectionRefusedError: [Errno 111] Connection refused"
+    words = knowledge_index.WORD.findall(line.lower())
+    hits = knowledge._candidates(words, idx)
+    assert any(c.key == "Connection refused" for c in hits)
+    assert 0 < idx.made == len(hits) < 20

@@ -16,27 +16,27 @@ decides anything: which signature claims a line that several match, and which fi
 the root cause, come from declared fields only (``claim_level``, ``refines``, ``priority``;
 see signature.py), so the entries can be moved or reordered freely.
 
-``load()`` is the shipped catalogue, read once per process; ``load(folder)`` reads another
-folder afresh at each call, so a test hands its own Catalogue to whoever needs one.
+``load()`` is the shipped catalogue, read once per process from the file generated from its
+TOML files (compiled.py: no TOML is parsed at start-up while that file is current);
+``load(folder)`` reads another folder's TOML afresh at each call, so a test hands its own
+Catalogue to whoever needs one.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from ncclcheck.catalogue.parse import Folder, check, read_folder, refined_by_closure
+from ncclcheck.catalogue.compiled import FOLDER, SIGNATURES_DIR, read_compiled
+from ncclcheck.catalogue.parse import Folder, build_files, check, refined_by_closure
 from ncclcheck.catalogue.signature import (BROAD, LAST_RESORT, SPECIFIC, Signature,
                                            UnknownSignature)
 
 __all__ = ["BROAD", "LAST_RESORT", "SPECIFIC", "Catalogue", "Signature", "UnknownSignature",
            "catalogue_fix", "load", "shipped_folder"]
-
-SIGNATURES_DIR = "signatures"  # under ncclcheck/catalogue/: one *.toml file per family
 
 
 @dataclass(frozen=True, eq=False)
@@ -92,7 +92,7 @@ class Catalogue:
 
 def shipped_folder() -> Folder:
     """Where the shipped catalogue's files are (inside the package)."""
-    return resources.files(__name__).joinpath(SIGNATURES_DIR)
+    return FOLDER / SIGNATURES_DIR
 
 
 def load(folder: Folder | str | None = None) -> Catalogue:
@@ -105,11 +105,20 @@ def load(folder: Folder | str | None = None) -> Catalogue:
 
 @lru_cache(maxsize=1)
 def _shipped() -> Catalogue:
-    return _read(shipped_folder())
+    found = read_compiled()
+    if found is None:  # a source edited since the compiled file was made: its TOML is read
+        return _read(shipped_folder())
+    return _built(found["signatures"])
 
 
 def _read(folder: Folder) -> Catalogue:
-    by_file = read_folder(folder)
+    # deferred: the TOML parser, only for another folder than the shipped one (or a stale file)
+    from ncclcheck.catalogue.sources import signature_entries
+    return _built(signature_entries(folder))
+
+
+def _built(entries: Mapping[str, Any]) -> Catalogue:
+    by_file = build_files(entries)
     return Catalogue(tuple(sig for sigs in by_file.values() for sig in sigs),
                      {name: tuple(sig.id for sig in sigs) for name, sigs in by_file.items()})
 

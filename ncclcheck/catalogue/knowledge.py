@@ -144,7 +144,7 @@ def _numbers(line: str, low: str, nccl: NcclLine | None, idx: Index) -> list[Hit
 
 def _candidates(words: list[str], idx: Index) -> list[Candidate]:
     text = idx.anchors["text"]
-    return [c for w in text.keys() & words for c in text[w]]
+    return [c for w in text.keys() & words for c in idx.candidates(text[w])]
 
 
 @lru_cache(maxsize=8192)
@@ -155,8 +155,8 @@ def _formats(level: str, message: str) -> tuple[Candidate, ...]:
     formats = idx.anchors.get(level, {})
     low = message.lower()
     words = WORD.findall(low)
-    found = [c for w in formats.keys() & words for c in formats[w]]
-    found.extend(idx.bare.get(level, ()))
+    found = [c for w in formats.keys() & words for c in idx.candidates(formats[w])]
+    found.extend(idx.candidates(idx.bare.get(level, ())))
     return tuple(c for c in found if c.matches(low, message))
 
 

@@ -7,6 +7,12 @@ nothing is read at import: ``table()`` reads one table on first use and ``index(
 what makes a lookup cheap: a dict of exact names, and for every text, message or format one
 *anchor*, its rarest word, so that a line is matched only against the entries whose anchor is
 among its words. No regular expression of an entry is compiled until a line reaches it.
+
+Choosing the anchors reads every entry's words and took most of that time, so they are
+chosen once, when the tables change, and kept in ``knowledge_index.json`` (written by
+``scripts/compile_catalogue.py``, with a digest of the tables; a test fails while it is stale,
+and a run that finds it stale chooses them again itself). An entry is made a ``Candidate`` when
+a line first holds its anchor, so a start reads only the tables a log's lines need.
 """
 
 from __future__ import annotations
@@ -16,12 +22,14 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
-from importlib import resources
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from ncclcheck.catalogue.compiled import FOLDER, digest
+
 TABLES = ("errno", "eai", "cuda", "nccl_result", "ibverbs", "nccl_formats", "torch", "lightning")
 KNOWLEDGE_DIR = "knowledge"  # under ncclcheck/catalogue/: one <table>.json per table
+COMPILED_INDEX = "knowledge_index.json"  # under ncclcheck/catalogue/: the anchors chosen
 NAMED = ("errno", "eai", "cuda", "nccl_result", "ibverbs")  # entries with a `name`
 # printf conversions (NCCL, Gloo) and {} / {name} fields (fmt, f-strings, str.format)
 CONVERSION = re.compile(r"%[-+ #0']*(\*|\d+)?(?:\.(\*|\d+))?(hh|h|ll|l|L|z|j|t|q)?"
@@ -49,7 +57,7 @@ def table(name: str) -> Mapping[str, Any]:
     """One table as committed: its header and ``entries`` (nccl_formats' rows as dicts)."""
     if name not in TABLES:
         raise KeyError(f"no knowledge table {name!r}; the tables are {', '.join(TABLES)}")
-    path = resources.files(__package__).joinpath(KNOWLEDGE_DIR, f"{name}.json")
+    path = FOLDER / KNOWLEDGE_DIR / f"{name}.json"
     data = json.loads(path.read_text("utf-8"))
     if "columns" in data:
         data["entries"] = [dict(zip(data["columns"], row)) for row in data["entries"]]
@@ -121,13 +129,32 @@ class Candidate:
 @dataclass(frozen=True)
 class Index:
     names: Mapping[str, tuple[tuple[str, str, Mapping[str, Any]], ...]]  # lower -> (name, ...)
-    anchors: Mapping[str, Mapping[str, tuple[Candidate, ...]]]  # "text"/NCCL level -> word ->
-    bare: Mapping[str, tuple[Candidate, ...]]  # NCCL level -> formats with no word to anchor on
+    anchors: Mapping[str, Mapping[str, tuple[int, ...]]]  # "text"/NCCL level -> word -> entries
+    bare: Mapping[str, tuple[int, ...]]  # NCCL level -> formats with no word to anchor on
     by_number: Mapping[tuple[str, int], Mapping[str, Any]]  # (table[:kind], number) -> entry
     files: Mapping[str, str]  # NCCL source file -> category
     file_rules: tuple[tuple[str, str], ...]  # (path pattern, category) for a file not listed
     folders: Mapping[str, str]  # NCCL source folder whose files agree -> category
     tags: Mapping[str, str]  # NCCL message tag ("NET/IB") -> category
+    entries: tuple[tuple[str, int], ...]  # what anchors and bare number: (table, entry's place)
+    _made: dict[int, Candidate] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def made(self) -> int:
+        """How many entries were made candidates so far (a line makes those of its anchors)."""
+        return len(self._made)
+
+    def candidates(self, numbers: tuple[int, ...]) -> list[Candidate]:
+        """The candidates of these entries, each made on first use and kept."""
+        made = self._made
+        found = []
+        for n in numbers:
+            c = made.get(n)
+            if c is None:
+                name, place = self.entries[n]
+                c = made[n] = _candidate(name, table(name)["entries"][place])
+            found.append(c)
+        return found
 
 
 def _words(piece: str, first: bool, last: bool) -> list[str]:
@@ -140,35 +167,80 @@ def _words(piece: str, first: bool, last: bool) -> list[str]:
     return [w.lower() for w in words]
 
 
-def _text_candidates() -> list[Candidate]:
-    found = []
-    for name in NAMED:
-        for entry in table(name)["entries"]:
-            text = entry.get("text")
-            if entry.get("ok") or not text:
-                continue
-            if name == "nccl_result":
-                text = text.split(" (")[0]
-            found.append(Candidate(name, entry, text, text, (text.lower(),), len(text),
-                                   CONTEXT.get(name, ())))
-    for name in ("torch", "lightning"):
-        for entry in table(name)["entries"]:
-            line = telling_line(entry["message"])
-            pieces = chunks(line)
-            found.append(Candidate(name, entry, entry["message"], line, pieces,
-                                   sum(map(len, pieces))))
-    for entry in table("nccl_formats")["entries"]:
+def _candidate(name: str, entry: Mapping[str, Any]) -> Candidate:
+    """What a line is matched against for one entry of table ``name``."""
+    if name in NAMED:
+        text = entry["text"]
+        if name == "nccl_result":
+            text = text.split(" (")[0]
+        return Candidate(name, entry, text, text, (text.lower(),), len(text),
+                         CONTEXT.get(name, ()))
+    if name == "nccl_formats":
         line = telling_line(entry["format"], first=True)
         pieces = chunks(line)
-        found.append(Candidate("nccl_formats", entry, entry["format"], line, pieces,
-                               sum(map(len, pieces)), level=entry["level"]))
-    return [c for c in found if c.literal >= (MIN_FORMAT if c.level else MIN_LITERAL)
+        return Candidate(name, entry, entry["format"], line, pieces, sum(map(len, pieces)),
+                         level=entry["level"])
+    line = telling_line(entry["message"])
+    pieces = chunks(line)
+    return Candidate(name, entry, entry["message"], line, pieces, sum(map(len, pieces)))
+
+
+def _text_candidates() -> list[tuple[tuple[str, int], Candidate]]:
+    """Every entry a line may match by its text, with its table and place in it."""
+    found = []
+    for name in NAMED + ("torch", "lightning", "nccl_formats"):
+        for place, entry in enumerate(table(name)["entries"]):
+            if name in NAMED and (entry.get("ok") or not entry.get("text")):
+                continue
+            found.append(((name, place), _candidate(name, entry)))
+    return [(where, c) for where, c in found
+            if c.literal >= (MIN_FORMAT if c.level else MIN_LITERAL)
             and (c.level is None or len(chunks(c.line.removeprefix(LOC_PREFIX))) > 0)]
 
 
 def _anchor_words(candidate: Candidate) -> list[str]:
     pieces = PLACEHOLDER.split(candidate.line)[::5]
     return [w for i, p in enumerate(pieces) for w in _words(p, i == 0, i == len(pieces) - 1)]
+
+
+def choose_anchors() -> dict[str, Any]:
+    """Every text entry's anchor, its rarest whole word (what knowledge_index.json holds):
+    ``entries`` as (table, place), ``anchors`` level -> word -> entry numbers, ``bare`` level
+    -> the NCCL formats without a word."""
+    candidates = _text_candidates()
+    words = [set(_anchor_words(c)) for _, c in candidates]
+    frequency = Counter(w for ws in words for w in ws)
+    anchors: dict[str, dict[str, list[int]]] = {}
+    bare: dict[str, list[int]] = {}
+    for n, ((_, c), found) in enumerate(zip(candidates, words)):
+        if found:
+            anchor = min(found, key=lambda w: (frequency[w], -len(w), w))
+            anchors.setdefault(c.level or "text", {}).setdefault(anchor, []).append(n)
+        elif c.level is not None:
+            bare.setdefault(c.level, []).append(n)
+    return {"entries": [list(where) for where, _ in candidates], "anchors": anchors,
+            "bare": bare}
+
+
+def tables_digest() -> str:
+    """The digest of the knowledge tables as they are now (what the anchors were chosen from)."""
+    folder = FOLDER / KNOWLEDGE_DIR
+    return digest((name, (folder / f"{name}.json").read_bytes()) for name in TABLES)
+
+
+def compiled_anchors() -> dict[str, Any]:
+    """What knowledge_index.json holds for the tables as they are now."""
+    return {"digest": tables_digest(), "generated_by": "python scripts/compile_catalogue.py",
+            **choose_anchors()}
+
+
+def _anchors() -> Mapping[str, Any]:
+    """The committed anchors while they were chosen from these tables, else chosen now."""
+    try:
+        data = json.loads((FOLDER / COMPILED_INDEX).read_bytes())
+    except FileNotFoundError:
+        data = {}
+    return data if data.get("digest") == tables_digest() else choose_anchors()
 
 
 @lru_cache(maxsize=None)
@@ -181,26 +253,17 @@ def index() -> Index:
             by_number.setdefault((kind, entry["number"]), entry)
             if not entry.get("ok"):
                 names.setdefault(entry["name"].lower(), []).append((entry["name"], name, entry))
-    candidates = _text_candidates()
-    words = {id(c): set(_anchor_words(c)) for c in candidates}
-    frequency = Counter(w for ws in words.values() for w in ws)
-    anchors: dict[str, dict[str, list[Candidate]]] = {}
-    bare: dict[str, list[Candidate]] = {}
-    for c in candidates:
-        if words[id(c)]:
-            anchor = min(words[id(c)], key=lambda w: (frequency[w], -len(w), w))
-            anchors.setdefault(c.level or "text", {}).setdefault(anchor, []).append(c)
-        elif c.level is not None:
-            bare.setdefault(c.level, []).append(c)
+    chosen = _anchors()
     formats = table("nccl_formats")
     folders: dict[str, set[str]] = {}
     for path, category in formats["files"].items():
         folders.setdefault(path.rpartition("/")[0], set()).add(category)
     return Index(MappingProxyType({k: tuple(v) for k, v in names.items()}),
                  MappingProxyType({level: MappingProxyType({k: tuple(v) for k, v in found.items()})
-                                   for level, found in anchors.items()}),
-                 MappingProxyType({k: tuple(v) for k, v in bare.items()}),
+                                   for level, found in chosen["anchors"].items()}),
+                 MappingProxyType({k: tuple(v) for k, v in chosen["bare"].items()}),
                  MappingProxyType(by_number), formats["files"],
                  tuple((p, c) for p, c in formats["file_rules"]),
                  MappingProxyType({k: next(iter(v)) for k, v in folders.items()
-                                   if k and len(v) == 1}), formats["tags"])
+                                   if k and len(v) == 1}), formats["tags"],
+                 tuple((name, place) for name, place in chosen["entries"]))

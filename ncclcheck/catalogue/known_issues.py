@@ -9,22 +9,18 @@ its versions, symptom, the conditions it needs (``when``), the first fixed relea
 sources that say so; docs/known-issues.md is generated from it.
 
 Pure: versions and conditions are compared with facts handed in (``Scene``), nothing is read
-from the host here. A leaf like the rest of the catalogue: it imports nothing of ncclcheck.
+from the host here. A leaf like the rest of the catalogue: it imports nothing of ncclcheck but
+the catalogue's compiled copy of its TOML (compiled.py), read at start instead of the TOML.
 """
 
 from __future__ import annotations
 
 import re
-import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
-from importlib import resources
 from typing import Any, Mapping
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - the oldest supported Pythons
-    import tomli as tomllib
+from ncclcheck.catalogue.compiled import FOLDER, read_compiled
 
 TABLE = "known_issues.toml"
 LIBRARIES = ("nccl", "torch", "aws-ofi-nccl", "driver")
@@ -229,7 +225,12 @@ def _rename(raw: Mapping[str, Any]) -> Rename:
 
 def parse(text: str) -> KnownIssues:
     """The table in ``text`` (TOML), checked: ids unique, ranges and conditions well formed."""
-    data = tomllib.loads(text)
+    from ncclcheck.catalogue.sources import read_toml  # deferred: the TOML parser, not at start
+    return from_table(read_toml(text))
+
+
+def from_table(data: Mapping[str, Any]) -> KnownIssues:
+    """The table as parsed (TOML's, or the compiled file's copy), checked as ``parse`` does."""
     issues = tuple(_issue(raw) for raw in data.get("issue", []))
     ids = [i.id for i in issues]
     if len(ids) != len(set(ids)):
@@ -239,5 +240,8 @@ def parse(text: str) -> KnownIssues:
 
 @lru_cache(maxsize=1)
 def load() -> KnownIssues:
-    """The shipped table, read once per process."""
-    return parse(resources.files(__package__).joinpath(TABLE).read_text("utf-8"))
+    """The shipped table, read once per process (from the compiled file while it is current)."""
+    found = read_compiled()
+    if found is not None:
+        return from_table(found["known_issues"])
+    return parse((FOLDER / TABLE).read_text("utf-8"))

@@ -1,6 +1,6 @@
-"""The catalogue's TOML files read into signatures, and refused when they cannot be read one way.
+"""The catalogue's entries built into signatures, and refused when they cannot be read one way.
 
-Each file holds ``[[signature]]`` entries; an entry with a field nobody reads, a condition that
+Each TOML file holds ``[[signature]]`` entries (read by sources.py, or from the compiled file); an entry with a field nobody reads, a condition that
 cannot be evaluated or two claim levels at once is refused with the file and id named, and the
 whole set is refused when an id repeats, a ``refines`` names no signature or goes round in a
 circle, or two signatures declare one rule: precedence must come from declared fields alone.
@@ -8,17 +8,11 @@ circle, or two signatures declare one rule: precedence must come from declared f
 
 from __future__ import annotations
 
-import sys
 from typing import Any, Iterable, Mapping, Protocol
 
 from ncclcheck.catalogue.facts import CONDITION
 from ncclcheck.catalogue.signature import Signature
 from ncclcheck.model import Category
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
 
 _FIELDS = frozenset({"id", "category", "title", "meaning", "fix", "patterns", "example",
                      "consequence", "warning", "report", "aftermath", "broad", "last_resort", "generic", "refines",
@@ -31,14 +25,11 @@ class Folder(Protocol):
     def iterdir(self) -> Iterable[Any]: ...
 
 
-def read_folder(folder: Folder) -> dict[str, tuple[Signature, ...]]:
-    """The signatures of every ``*.toml`` file in ``folder``, by file name without .toml, in
-    name order (the order only lists them: nothing decides by it)."""
-    items = sorted((item for item in folder.iterdir() if item.name.endswith(".toml")),
-                   key=lambda item: item.name)
-    return {item.name[:-5]: tuple(build(entry, item.name) for entry in
-                                  tomllib.loads(item.read_text("utf-8")).get("signature", []))
-            for item in items}
+def build_files(entries: Mapping[str, Iterable[dict[str, Any]]]
+                ) -> dict[str, tuple[Signature, ...]]:
+    """The signatures of each file's entries (file name without .toml -> its entries)."""
+    return {name: tuple(build(entry, f"{name}.toml") for entry in found)
+            for name, found in entries.items()}
 
 
 def build(entry: dict[str, Any], source: str) -> Signature:

@@ -15,7 +15,7 @@ from typing import Any, BinaryIO, Callable
 
 from ncclcheck.catalogue import Catalogue
 from ncclcheck.explain.findings import Finding
-from ncclcheck.explain.hangs import COLLECT_NEXT, Note, ended_without_reason
+from ncclcheck.explain.notes import COLLECT_NEXT, Note, ended_without_reason
 from ncclcheck.explain.lines import parse_line
 from ncclcheck.explain.model_reading import Hypothesis, hypotheses, unexplained_failure
 from ncclcheck.explain.prefilter import ENGINE_VARIABLE, LiteralIndex

@@ -25,8 +25,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Iterable, Mapping, Sequence
+from functools import cached_property, lru_cache
+from typing import Any, Iterable, Mapping, Sequence
 
 from ncclcheck.catalogue import Signature
 from ncclcheck.explain.context import wants as context_wants
@@ -67,28 +67,60 @@ class Gate:
     def __init__(self, signatures: Sequence[Signature],
                  signature_literals: Mapping[str, Sequence[Literal]],
                  literals: Sequence[Literal]) -> None:
-        import hyperscan  # deferred: optional and slow to load (only its engine has a gate)
-
-        self._hs = hyperscan
-        self._start = prefix_run(SCAN_PREFIXES.pattern, SCAN_PREFIXES.flags)
-        place = {lit: index for index, lit in enumerate(literals)}
-        self._owners: dict[int, list[Signature]] = {}
-        for sig in signatures:
-            for lit in signature_literals[sig.id]:
-                if lit in place:
-                    self._owners.setdefault(place[lit], []).append(sig)
-        self._firm_owned = frozenset(i for i, owners in self._owners.items()
-                                     if any(not sig.last_resort for sig in owners))
+        # what the gate reads is built when a block first has a common literal: a small log
+        # never has one, and pays nothing for it
+        self._signatures = signatures
+        self._signature_literals = signature_literals
+        self._literals = literals
         self._expressions: dict[str, list[bytes] | None] = {}
-        self._cuts = _cuts(lit for lit, i in place.items() if i in self._firm_owned)
-        # Cuts by the last SUFFIX characters before the space (lower-cased; all when shorter).
-        self._cut_index: dict[bytes, list[int]] = {}
-        for where, (before, _, _) in enumerate(self._cuts):
-            self._cut_index.setdefault(before[-SUFFIX:].lower(), []).append(where)
-        self._longest_before = max((len(before) for before, _, _ in self._cuts), default=0) + 1
         self._after_memo: dict[bytes, re.Pattern[bytes] | None] = {}
         self._facts_memo: dict[bytes, LineFacts | None] = {}
         self._fed: dict[str, bool] = {}
+
+    @cached_property
+    def _hs(self) -> Any:
+        import hyperscan  # deferred: optional and slow to load (only its engine has a gate)
+        return hyperscan
+
+    @cached_property
+    def _start(self) -> bytes:
+        return prefix_run(SCAN_PREFIXES, re.X)
+
+    @cached_property
+    def _place(self) -> dict[Literal, int]:
+        return {lit: index for index, lit in enumerate(self._literals)}
+
+    @cached_property
+    def _owners(self) -> dict[int, list[Signature]]:
+        """A literal's id -> the signatures it leads to."""
+        place = self._place
+        owners: dict[int, list[Signature]] = {}
+        for sig in self._signatures:
+            for lit in self._signature_literals[sig.id]:
+                if lit in place:
+                    owners.setdefault(place[lit], []).append(sig)
+        return owners
+
+    @cached_property
+    def _firm_owned(self) -> frozenset[int]:
+        return frozenset(i for i, owners in self._owners.items()
+                         if any(not sig.last_resort for sig in owners))
+
+    @cached_property
+    def _cuts(self) -> tuple[tuple[bytes, bool, bytes], ...]:
+        return _cuts(lit for lit, i in self._place.items() if i in self._firm_owned)
+
+    @cached_property
+    def _cut_index(self) -> dict[bytes, list[int]]:
+        """Cuts by the last SUFFIX characters before the space (lower-cased; all when shorter)."""
+        index: dict[bytes, list[int]] = {}
+        for where, (before, _, _) in enumerate(self._cuts):
+            index.setdefault(before[-SUFFIX:].lower(), []).append(where)
+        return index
+
+    @cached_property
+    def _longest_before(self) -> int:
+        return max((len(before) for before, _, _ in self._cuts), default=0) + 1
 
     def noisy(self, hits: Iterable[tuple[int, int]]) -> frozenset[int]:
         """The literals common enough in this block to be worth a full-pattern pass."""

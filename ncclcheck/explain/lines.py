@@ -44,8 +44,8 @@ LINE_PREFIXES = re.compile(_PREFIXES.replace("SYSLOG_STAMP", _SYSLOG_STAMP)
 # The same prefixes for a Hyperscan pass (gate.py): journald's source part, words before a
 # colon, makes its automaton several times slower on every line, so it stops at the clock;
 # a line that starts with a syslog clock (SYSLOG_START) is never judged by that pass.
-SCAN_PREFIXES = re.compile(_PREFIXES.replace("SYSLOG_STAMP", _SYSLOG_STAMP)
-                           .replace("JOURNALD_SOURCE", ""), re.X)
+# Only translated for Hyperscan, never matched by Python: kept as the pattern (verbose, re.X).
+SCAN_PREFIXES = _PREFIXES.replace("SYSLOG_STAMP", _SYSLOG_STAMP).replace("JOURNALD_SOURCE", "")
 SYSLOG_START = re.compile(rb"\s*" + _SYSLOG_STAMP.encode())
 _RANK_IN_TEXT = re.compile(r"\[(?:PG [^\]]*?)?Rank (?P<rank>\d+)\]")
 

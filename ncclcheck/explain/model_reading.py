@@ -21,7 +21,7 @@ from ncclcheck.explain.arbiter import MODEL_STANDING, standing, standing_key
 from ncclcheck.explain.cues import category_signature
 from ncclcheck.explain.evidence import Role
 from ncclcheck.explain.findings import Finding, Findings, Hit
-from ncclcheck.explain.hangs import Note
+from ncclcheck.explain.notes import Note
 from ncclcheck.explain.textmodel import EvidenceLine, Reading, TextModel
 from ncclcheck.model import Category
 

@@ -15,10 +15,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from ncclcheck.flightrec.load import sniff_dump
-from ncclcheck.hang.files import sniff_snapshot
-
 GZIP_MAGIC = b"\x1f\x8b"
+PICKLE_MARK = b"\x80"  # a pickle's first byte (its protocol follows)
 SNIFF_BYTES = 8192  # how much of a log is looked at to tell text from binary, as grep does
 UNREAD_NOTE = "explain.unread"  # the id of the note that names an input left unread
 KERNEL_TREES = ("/proc", "/sys")  # files there are made up on reading, some never end
@@ -206,10 +204,15 @@ def sniff(source: Source) -> str | None:
             stream.close()
     if not head:
         return "empty"
-    if source.path is not None and sniff_snapshot(head):
-        return "snapshot"
-    if source.path is not None and sniff_dump(head):
-        return "dump"
+    # a snapshot and a JSON dump begin with "{", a pickled dump with its protocol byte: only
+    # such a file loads the readers that tell them apart
+    if source.path is not None and (head[:1] == PICKLE_MARK or head.lstrip()[:1] == b"{"):
+        from ncclcheck.flightrec.load import sniff_dump  # deferred: pickle, for such files only
+        from ncclcheck.hang.files import sniff_snapshot  # deferred: as above
+        if sniff_snapshot(head):
+            return "snapshot"
+        if sniff_dump(head):
+            return "dump"
     return "binary" if b"\0" in head else None
 
 

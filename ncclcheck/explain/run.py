@@ -16,7 +16,7 @@ from ncclcheck.catalogue import Catalogue, Signature
 from ncclcheck.explain.context import LogContext
 from ncclcheck.explain.fallback import ErrorCues, line_weight
 from ncclcheck.explain.findings import Findings
-from ncclcheck.explain.hangs import Note
+from ncclcheck.explain.notes import Note
 from ncclcheck.explain.lines import LineInfo
 from ncclcheck.explain.matcher import Matcher
 from ncclcheck.explain.reader import Source

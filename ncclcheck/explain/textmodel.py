@@ -16,7 +16,9 @@ kind of line. It reads them twice:
 Both are trained on the world corpus's dev split and on every signature's example message (the
 message formats of NCCL, torch and the launchers, which no set of logs shows all of) by
 ``scripts/train_explain_model.py`` (scikit-learn's TF-IDF and logistic regression, at training
-time only) and shipped as ``textmodel.json.gz``; reading applies them with the standard library.
+time only) and shipped as ``textmodel.json``; reading applies them with the standard library.
+The shipped file is flat: each feature's idf and weights are one string, parsed only when a log
+holds that feature, so a small log loads the few rows it needs instead of all of them.
 
 The model gives a probability per category (and for "clean"); explain uses its reading only
 when no signature is decisive, and only above the threshold chosen on dev so clean logs stay
@@ -25,19 +27,18 @@ clean (model_reading.py).
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator, Mapping
 
 from ncclcheck.explain.fallback import line_cues, line_weight
 from ncclcheck.explain.normalize import normalized, strip_prefix, words
 
-MODEL_FILE = Path(__file__).with_name("textmodel.json.gz")
+MODEL_FILE = Path(__file__).with_name("textmodel.json")
 CLEAN = ""            # the class of a healthy log
 NONE = "none"         # the line reader's class of a line that decides nothing
 MAX_LINES = 4000      # distinct lines per run the model reads
@@ -153,6 +154,67 @@ class Reading:
         return category
 
 
+Row = tuple[float, dict[int, float]]  # one feature's idf and its weight per class index
+
+
+def flat_row(row: list[Any] | str) -> str:
+    """One feature's ``[idf, [[class, weight], ...]]`` as the shipped file's string:
+    ``"idf class:weight ..."`` (floats written so they read back the same)."""
+    if isinstance(row, str):
+        return row
+    idf, pairs = row
+    return " ".join([repr(float(idf))] + [f"{int(c)}:{float(w)!r}" for c, w in pairs])
+
+
+def _parse_row(row: list[Any] | str) -> Row:
+    if isinstance(row, str):
+        idf, *pairs = row.split(" ")
+        weights = {}
+        for pair in pairs:
+            c, _, w = pair.partition(":")
+            weights[int(c)] = float(w)
+        return float(idf), weights
+    return float(row[0]), {int(c): float(w) for c, w in row[1]}
+
+
+class Rows:
+    """A linear model's features, each parsed from its stored form on first use and kept (a
+    read-only mapping of feature -> row; a plain class, as an abstract base costs the start)."""
+
+    def __init__(self, stored: Mapping[str, list[Any] | str]) -> None:
+        self._stored = stored
+        self._parsed: dict[str, Row] = {}
+
+    def get(self, feat: str, default: Any = None) -> Any:  # the hot path: no KeyError
+        row = self._parsed.get(feat)
+        if row is None:
+            stored = self._stored.get(feat)
+            if stored is None:
+                return default
+            row = self._parsed[feat] = _parse_row(stored)
+        return row
+
+    def __getitem__(self, feat: str) -> Row:
+        row = self.get(feat)
+        if row is None:
+            raise KeyError(feat)
+        return row
+
+    def __contains__(self, feat: object) -> bool:
+        return feat in self._stored
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._stored)
+
+    def __len__(self) -> int:
+        return len(self._stored)
+
+    @property
+    def parsed(self) -> int:
+        """How many rows were parsed so far (a small log needs few of them)."""
+        return len(self._parsed)
+
+
 @dataclass(frozen=True)
 class Linear:
     """One linear model as trained: per feature its idf and its weight per class (sparse);
@@ -160,29 +222,28 @@ class Linear:
 
     classes: tuple[str, ...]
     bias: tuple[float, ...]
-    idf: dict[str, float]
-    weights: dict[str, dict[int, float]]
+    rows: Rows
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Linear":
-        idf, weights = {}, {}
-        for feat, (feat_idf, pairs) in data["features"].items():
-            idf[feat] = float(feat_idf)
-            weights[feat] = {int(c): float(w) for c, w in pairs}
-        return cls(tuple(data["classes"]), tuple(float(b) for b in data["bias"]), idf, weights)
+        """From the trained form (``features``: ``[idf, pairs]`` per feature) or the shipped
+        flat one (a string per feature); either is parsed a feature at a time."""
+        return cls(tuple(data["classes"]), tuple(float(b) for b in data["bias"]),
+                   Rows(data["features"]))
 
     def norm(self, bag: set[str]) -> float:
-        return math.sqrt(sum(self.idf[f] ** 2 for f in bag if f in self.idf)) or 1.0
+        rows = self.rows.get
+        return math.sqrt(sum(row[0] ** 2 for row in map(rows, bag) if row is not None)) or 1.0
 
     def scores(self, bag: set[str], norm: float | None = None) -> list[float]:
         """The class scores of a bag of features."""
         norm = self.norm(bag) if norm is None else norm
         scores = list(self.bias)
         for feat in bag:
-            weights = self.weights.get(feat)
-            if weights:
-                x = self.idf[feat] / norm
-                for c, w in weights.items():
+            row = self.rows.get(feat)
+            if row is not None and row[1]:
+                x = row[0] / norm
+                for c, w in row[1].items():
                     scores[c] += x * w
         return scores
 
@@ -277,11 +338,11 @@ class TextModel:
         for file, number, line_text, feats in text.lines:
             line_weight_of = dict.fromkeys(wanted, 0.0)
             for feat in feats:
-                weights = self.run.weights.get(feat)
-                if not weights or feat in counted:
+                row = self.run.rows.get(feat)
+                if row is None or not row[1] or feat in counted:
                     continue
                 counted.add(feat)
-                x = self.run.idf[feat] / norm
+                x, weights = row[0] / norm, row[1]
                 for c in wanted:
                     line_weight_of[c] += x * weights.get(c, 0.0)
             for c, weight in line_weight_of.items():
@@ -291,6 +352,15 @@ class TextModel:
                 for c in wanted}
 
 
+def flat(data: dict[str, Any]) -> dict[str, Any]:
+    """The trained model as the shipped file holds it: each feature's row one string."""
+    out = {**data, "features": {f: flat_row(r) for f, r in data["features"].items()}}
+    if data.get("lines"):
+        out["lines"] = {**data["lines"], "features": {f: flat_row(r) for f, r in
+                                                      data["lines"]["features"].items()}}
+    return out
+
+
 @lru_cache(maxsize=2)
 def load_model(path: str | None = None) -> TextModel | None:
     """The shipped model (None when its file is absent: explain then reads with signatures
@@ -298,5 +368,4 @@ def load_model(path: str | None = None) -> TextModel | None:
     file = Path(path) if path else MODEL_FILE
     if not file.exists():
         return None
-    with gzip.open(file, "rt", encoding="utf-8") as stream:
-        return TextModel.from_dict(json.load(stream))
+    return TextModel.from_dict(json.loads(file.read_bytes()))

@@ -3,12 +3,15 @@ else, as a decisive cause; notes for dumps that do not read or show no disagreem
 
 from __future__ import annotations
 
-from ncclcheck.explain.hangs import add_hang, read_dumps
 from ncclcheck.explain.readers import Reader
 from ncclcheck.explain.run import Run
 
 
 def read_run(run: Run) -> None:
+    if not run.dumps:
+        return  # no dump given: the flight recorder's machinery is not even loaded
+    # deferred: pickle and the dumps' analysis, only for a run given dumps
+    from ncclcheck.explain.hangs import add_hang, read_dumps
     job = read_dumps(run.dumps)
     notes = add_hang(run.findings, job, run.catalogue)[1]
     run.notes += job.notes + notes

@@ -11,18 +11,19 @@ the watchdog fired.
 from __future__ import annotations
 
 from ncclcheck.explain.findings import Hit
-from ncclcheck.explain.hangs import Note
+from ncclcheck.explain.notes import Note
 from ncclcheck.explain.reader import InputError
 from ncclcheck.explain.readers import Reader
 from ncclcheck.explain.run import Run
-from ncclcheck.hang.facts import notes, state
-from ncclcheck.hang.files import Loaded, SnapshotError, join, load
-from ncclcheck.hang.verdict import judge_job
 
 
 def read_snapshots(run: Run) -> None:
     if not run.snapshots:
         return
+    # deferred: the hang command's snapshot files and verdict, only for a run given snapshots
+    from ncclcheck.hang.facts import notes, state
+    from ncclcheck.hang.files import Loaded, SnapshotError, join, load  # deferred: as above
+    from ncclcheck.hang.verdict import judge_job  # deferred: as above
     loaded: list[Loaded] = []
     names: dict[tuple[str, int], str] = {}
     for source in run.snapshots:

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import re
 
-from ncclcheck.catalogue.known_issues import load, version_of
-from ncclcheck.explain.hangs import Note
+from ncclcheck.explain.notes import Note
 from ncclcheck.explain.readers import Reader
 from ncclcheck.explain.run import Line, Run
 from ncclcheck.ncclib.version import LOG_LINE
@@ -41,7 +40,12 @@ def read_line(run: Run, line: Line) -> None:
 
 def read_run(run: Run) -> None:
     """A note per known issue of a named release (the conditions are stated, not assumed)."""
-    for (library, version), (file, number) in run.state.get(STATE, {}).items():
+    named = run.state.get(STATE, {})
+    if not named:
+        return
+    # deferred: the known-issues table, only for a log that names a release
+    from ncclcheck.catalogue.known_issues import load, version_of
+    for (library, version), (file, number) in named.items():
         for issue in load().for_library(library):
             if not issue.affects(version_of(version)):
                 continue

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections import deque
 
-from ncclcheck.explain.hangs import Note
+from ncclcheck.explain.notes import Note
 from ncclcheck.explain.readers import CONTEXT, ERROR, GATE, Reader
 from ncclcheck.explain.run import Line, Run
 
