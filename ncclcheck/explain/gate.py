@@ -3,9 +3,10 @@
 A healthy run can print "Error: " by the hundred thousand (``Retrying after ConnectionError:
 read timed out``); the literal lets every such line through to Python, which decodes it,
 peels its prefixes and tries the catch-all on it, for nothing. Once a literal shows up often
-in a block (``NOISY_HITS``), the signatures that own it are compiled into a Hyperscan database
-of their full patterns (hsregex.py; only then, as compiling costs time). A line whose literals
-are all such common ones is left out only when nothing that reads candidate lines can use it:
+in a block (``NOISY_HITS``), the signatures that own it are scanned with Hyperscan databases
+of their full patterns (hsregex.py; one per signature, compiled only then and once, as compiling
+costs time). A line whose literals are all such common ones is left out only when nothing that
+reads candidate lines can use it:
 
 - no full pattern of those signatures matches it (Hyperscan errs on the side of matching);
 - neither the context (context.py) nor the keyword fallback (fallback.py) would keep it;
@@ -26,7 +27,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ncclcheck.catalogue import Signature
 from ncclcheck.explain.context import wants as context_wants
@@ -232,13 +233,22 @@ class Gate:
         return re.compile(b"|".join(parts))
 
     @lru_cache(maxsize=32)
-    def _database(self, noisy: frozenset[int]):
+    def _database(self, noisy: frozenset[int]) -> _Databases | None:
         """Hyperscan over the full patterns of the owners of ``noisy``; None when there are
-        none or they will not compile. Small: one per set of noisy literals."""
-        owners = {sig.id for i in noisy for sig in self._owners.get(i, ())}
-        expressions = [e for sig_id in sorted(owners) for e in self._expressions[sig_id] or ()]
-        if not expressions:
+        none or they will not compile. One database per owning signature, each built once
+        (and kept in the cache folder): another block's or log's set of noisy literals shares
+        most of its owners, and compiling a pattern costs far more than scanning with it."""
+        owners = sorted({sig.id for i in noisy for sig in self._owners.get(i, ())
+                         if self._expressions[sig.id]})
+        databases = [self._signature_database(sig_id) for sig_id in owners]
+        if not databases or any(database is None for database in databases):
             return None
+        return _Databases(tuple(databases))
+
+    @lru_cache(maxsize=1024)
+    def _signature_database(self, sig_id: str) -> Any:
+        """The database of one signature's full patterns; None when they will not compile."""
+        expressions = self._expressions[sig_id] or []
         try:
             return block_database(expressions, [self._hs.HS_FLAG_MULTILINE] * len(expressions))
         except self._hs.error:
@@ -256,6 +266,17 @@ class Gate:
             return block_database([re.escape(after) + b"[^\\n]*$" for after, _ in spaced], flags)
         except self._hs.error:
             return None
+
+
+class _Databases:
+    """The owners' databases, scanned as one."""
+
+    def __init__(self, databases: tuple[Any, ...]) -> None:
+        self._databases = databases
+
+    def scan(self, body: bytes, match_event_handler: Callable[..., Any]) -> None:
+        for database in self._databases:
+            database.scan(body, match_event_handler=match_event_handler)
 
 
 def _feeds(message: str) -> bool:
