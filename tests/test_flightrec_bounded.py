@@ -164,6 +164,20 @@ def test_many_entries_sharing_one_moderate_value_exhaust_the_budget_together(tmp
         read_dump(str(path))
 
 
+def test_one_long_inner_list_shared_many_times_is_refused_before_it_is_walked_many_times(
+        tmp_path):
+    """50,000 numbers held 2,000 times: counting each inner list only after walking it would
+    walk 100 million numbers."""
+    inner = list(range(50_000))
+    entries = [entry(1), entry(2)]
+    entries[1]["input_sizes"] = [inner] * 2000
+    path = write(tmp_path, 0, entries)
+    started = time.process_time()
+    with pytest.raises(DumpError, match="hold more than"):
+        read_dump(str(path))
+    assert time.process_time() - started < 1.5
+
+
 def test_real_sizes_at_the_cap_and_many_tensors_read_as_they_are(tmp_path):
     deep: list = [8]
     for _ in range(MAX_DEPTH - 1):

@@ -78,23 +78,25 @@ class Budget:
         numbers (torch's) is counted in one plain loop: four fields of every entry come here."""
         if not isinstance(value, (list, tuple)):
             return []
-        cost = 1
+        left = self.left - 1 - len(value)
         for item in value:
+            if left < 0:
+                break                           # before an inner list the memo may share
             kind = type(item)
             if kind is list or kind is tuple:
+                left -= len(item)
+                if left < 0:
+                    break
                 for number in item:
                     if type(number) not in _NUMBERS:
                         return self.check(value, what)
-                cost += 1 + len(item)
             elif kind is str:
-                cost += 1 + len(item)
-            elif kind in _NUMBERS:
-                cost += 1
-            else:
+                left -= len(item)
+            elif kind not in _NUMBERS:
                 return self.check(value, what)
-        if cost > self.left:
+        if left < 0:
             return self.check(value, what)      # says so
-        self.left -= cost
+        self.left = left
         return value
 
     def text(self, value: Any, what: str) -> str:
