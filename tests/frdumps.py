@@ -114,3 +114,30 @@ def torch_dump(folder: Path, buffer_size: int, collectives: str) -> bytes:
         "dist.destroy_process_group()\n")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120, capture_output=True)
     return (folder / "nccl_trace_rank_0").read_bytes()
+
+
+def nest_shared(data: bytes, levels: int, first_slot: int = 10_000) -> bytes:
+    """``data`` with its newest entry's ``input_sizes`` a list nested ``levels`` deep whose every
+    level holds its child twice through the memo (LONG_BINPUT, then two LONG_BINGETs): a few
+    bytes per level, 2**levels leaves to anything that walks it. The memo slots from
+    ``first_slot`` are past the ones the file uses."""
+    ops = list(pickletools.genops(data))
+    key = next(n for n, (op, arg, _) in enumerate(ops) if arg == "input_sizes")
+    slot = ops[key + 1][1]                              # the key's put
+    dtypes = next(n for n, (op, arg, _) in enumerate(ops) if arg == "input_dtypes")
+    dtypes_slot = ops[dtypes + 1][1]
+    last = max(n for n, (op, arg, _) in enumerate(ops) if op.name.endswith("GET") and arg == slot)
+    start = ops[last + 1][2]                            # the value after the key's reference
+    end = next(pos for op, arg, pos in ops[last + 1:]
+               if op.name.endswith("GET") and arg == dtypes_slot)
+
+    def put(n: int) -> bytes:
+        return b"r" + struct.pack("<I", first_slot + n)
+
+    def get(n: int) -> bytes:
+        return b"j" + struct.pack("<I", first_slot + n)
+
+    nested = b"](K\x08e" + put(0)
+    for level in range(1, levels + 1):
+        nested += b"0](" + get(level - 1) * 2 + b"e" + put(level)
+    return data[:start] + nested + data[end:]

@@ -12,7 +12,9 @@ one never imports a module or calls anything: the unpickler refuses every global
 uses none; a hostile file's ``__reduce__`` needs one), persistent ids and extensions, the
 file is read whole with a size cap before any byte is interpreted, and no memo slot or length
 an opcode claims is believed beyond the file's size (claims.py: the C unpickler would allocate
-what a corrupted number asks for).
+what a corrupted number asks for). Nor is a decoded value rendered before it is walked within
+a depth cap and a budget per byte of the dump (bounded.py: a value the memo shares can be a few
+bytes with billions of leaves).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Mapping, NamedTuple
 
+from ncclcheck.flightrec.bounded import Budget, Overgrown
 from ncclcheck.flightrec.claims import Overclaim
 from ncclcheck.flightrec.newest import decode, newest_entries
 
@@ -35,6 +38,7 @@ READ_PIECE = 4 << 20              # one read of MAX_DUMP_BYTES would reserve a G
 PICKLE_PROTOCOLS = range(2, 6)
 _TRAILING_NUMBER = re.compile(r"(\d+)(?:\.(?:pkl|pickle|json|bin|dump|trace))?$", re.I)
 _RANKS_TEXT = re.compile(r"^\s*\[\s*(?:-?\d+\s*(?:,\s*-?\d+\s*)*)?\]\s*$")
+_FRAME_TEXT = (str, int, float, type(None))   # a frame's name or file rendered as it is
 
 
 class DumpError(Exception):
@@ -82,9 +86,13 @@ class Entry(NamedTuple):
         frames are never read)."""
         out = []
         for frame in self.raw_frames if isinstance(self.raw_frames, (list, tuple)) else ():
-            if isinstance(frame, dict):
-                out.append(Frame(str(frame.get("name", "")), str(frame.get("filename", "")),
-                                 _int(frame.get("line"))))
+            if not isinstance(frame, dict):
+                continue
+            name, filename = frame.get("name", ""), frame.get("filename", "")
+            # a name or file that is not text is skipped like a frame that is not a dict:
+            # ``str`` of a shared nested list never ends, and frames are read after the dump
+            if isinstance(name, _FRAME_TEXT) and isinstance(filename, _FRAME_TEXT):
+                out.append(Frame(str(name), str(filename), _int(frame.get("line"))))
         return tuple(out)
 
     def shape(self) -> tuple[str, str, str]:
@@ -169,12 +177,16 @@ def read_dump(path: str, stream: BinaryIO | None = None, newest: int | None = No
     if len(raw) > MAX_DUMP_BYTES:
         raise DumpError(f"larger than {MAX_DUMP_BYTES >> 20} MiB: not read")
     cut = newest_entries(raw, newest, _NoCode) if newest else None
-    if cut is not None:
-        return _dump(path, cut.data, _entry(cut.first), keep_from)
-    data = _decode(raw)
-    if not isinstance(data, dict) or "entries" not in data:
-        raise DumpError("is not a flight-recorder dump (no 'entries')")
-    return _dump(path, data, keep_from=keep_from)
+    budget = Budget.for_size(len(raw))
+    try:
+        if cut is not None:
+            return _dump(path, cut.data, budget, _entry(cut.first, budget), keep_from)
+        data = _decode(raw)
+        if not isinstance(data, dict) or "entries" not in data:
+            raise DumpError("is not a flight-recorder dump (no 'entries')")
+        return _dump(path, data, budget, keep_from=keep_from)
+    except Overgrown as exc:
+        raise DumpError(f"is a corrupt dump ({exc})") from None
 
 
 def _read_capped(stream: BinaryIO) -> bytes:
@@ -208,40 +220,40 @@ def _decode(raw: bytes) -> Any:
         raise DumpError(f"is truncated or corrupt JSON ({type(exc).__name__})") from None
 
 
-def _dump(path: str, data: dict, oldest: Entry | None = None,
+def _dump(path: str, data: dict, budget: Budget, oldest: Entry | None = None,
           keep_from: Mapping[str, tuple[int, int | None]] | None = None) -> Dump:
     rank, rank_from = _rank(path, data)
-    version = str(data.get("version", "unknown"))
+    version = budget.text(data.get("version", "unknown"), "the version")
     raw_entries = data.get("entries") or []
     if not isinstance(raw_entries, list):
         raise DumpError("has 'entries' that are not a list")
     if keep_from and len(raw_entries) > KEPT_NEWEST and isinstance(raw_entries[0], dict):
-        oldest = oldest or _entry(raw_entries[0])
+        oldest = oldest or _entry(raw_entries[0], budget)
         cut = len(raw_entries) - KEPT_NEWEST
-        raw_entries = [e for e in raw_entries[:cut] if not _outside(e, keep_from)] + \
+        raw_entries = [e for e in raw_entries[:cut] if not _outside(e, keep_from, budget)] + \
             raw_entries[cut:]
-    entries = tuple(_entry(e) for e in raw_entries if isinstance(e, dict))
+    entries = tuple(_entry(e, budget) for e in raw_entries if isinstance(e, dict))
     group_ranks: dict[str, tuple[int, ...]] = {}
     group_desc: dict[str, str] = {}
     config = data.get("pg_config")
     if isinstance(config, dict):
         for name, info in config.items():
-            if not isinstance(info, dict) or not str(name):
+            name = budget.text(name, "a process group's name")
+            if not isinstance(info, dict) or not name:
                 continue
-            group_desc[str(name)] = str(info.get("desc", ""))
+            group_desc[name] = budget.text(info.get("desc", ""), "a process group's desc")
             ranks = _ranks(info.get("ranks"))
             if ranks:
-                group_ranks[str(name)] = ranks
+                group_ranks[name] = ranks
     return Dump(path, rank, rank_from, version, entries, group_ranks, group_desc,
-                _completed_upto(data.get("pg_status"), entries), oldest is None, oldest)
+                _completed_upto(data.get("pg_status"), entries, budget), oldest is None, oldest)
 
 
-def _outside(raw: Any, keep: Mapping[str, tuple[int, int | None]]) -> bool:
+def _outside(raw: Any, keep: Mapping[str, tuple[int, int | None]], budget: Budget) -> bool:
     """Whether a raw entry is a collective of a group outside the numbers kept."""
     if not isinstance(raw, dict):
         return True
-    group = raw.get("process_group")
-    name = str(group[0]) if isinstance(group, (list, tuple)) and group else str(raw.get("pg_id", ""))
+    name, _ = _group(raw, budget)
     numbers = keep.get(name)
     seq = raw.get("collective_seq_id", raw.get("seq_id"))
     if numbers is None or not isinstance(seq, int) or seq <= 0:
@@ -250,7 +262,7 @@ def _outside(raw: Any, keep: Mapping[str, tuple[int, int | None]]) -> bool:
     return seq < low or (high is not None and seq > high)
 
 
-def _completed_upto(status: Any, entries: tuple[Entry, ...]) -> dict[str, int]:
+def _completed_upto(status: Any, entries: tuple[Entry, ...], budget: Budget) -> dict[str, int]:
     """pg_status's last completed collective per group, keyed by the group's name (pg_status
     is keyed by this rank's local group id, which entries pair with the name)."""
     if not isinstance(status, dict):
@@ -258,10 +270,11 @@ def _completed_upto(status: Any, entries: tuple[Entry, ...]) -> dict[str, int]:
     names = {str(e.pg_id): e.group for e in entries if e.pg_id is not None}
     out = {}
     for pg_id, info in status.items():
-        if isinstance(info, dict) and str(pg_id) in names:
+        pg_id = budget.text(pg_id, "a group's status key")
+        if isinstance(info, dict) and pg_id in names:
             last = _int(_number(info.get("last_completed_collective")))
             if last is not None:
-                out[names[str(pg_id)]] = last
+                out[names[pg_id]] = last
     return out
 
 
@@ -315,14 +328,19 @@ def _nonzero(value: Any) -> int | None:
     return number if number else None
 
 
-def _entry(raw: dict) -> Entry:
-    get = raw.get
-    group = get("process_group")
+def _group(raw: dict, budget: Budget) -> tuple[str, str]:
+    """An entry's process group: its name and desc."""
+    group = raw.get("process_group")
     if isinstance(group, (list, tuple)) and group:
-        name, desc = str(group[0]), str(group[1]) if len(group) > 1 else ""
-    else:
-        name, desc = str(get("pg_id", "")), ""
-    profiling = str(get("profiling_name", ""))
+        return (budget.text(group[0], "an entry's group name"),
+                budget.text(group[1], "an entry's group desc") if len(group) > 1 else "")
+    return budget.text(raw.get("pg_id", ""), "an entry's pg_id"), ""
+
+
+def _entry(raw: dict, budget: Budget) -> Entry:
+    get, listed = raw.get, budget.listed
+    name, desc = _group(raw, budget)
+    profiling = budget.text(get("profiling_name", ""), "an entry's profiling_name")
     op = profiling.split(":", 1)[1] if ":" in profiling else profiling
     is_p2p = get("is_p2p")
     if not isinstance(is_p2p, bool):
@@ -332,15 +350,14 @@ def _entry(raw: dict) -> Entry:
     return Entry(
         record_id=_int(get("record_id")), pg_id=_int(get("pg_id")), group=name,
         group_desc=desc, seq=None if is_p2p else _int(seq), p2p_seq=_int(get("p2p_seq_id")),
-        op=op, input_sizes=_plain(get("input_sizes")), output_sizes=_plain(get("output_sizes")),
-        input_dtypes=_plain(get("input_dtypes")), output_dtypes=_plain(get("output_dtypes")),
-        state=str(get("state", "")), retired=retired if isinstance(retired, bool) else None,
+        op=op, input_sizes=listed(get("input_sizes"), "an entry's input_sizes"),
+        output_sizes=listed(get("output_sizes"), "an entry's output_sizes"),
+        input_dtypes=listed(get("input_dtypes"), "an entry's input_dtypes"),
+        output_dtypes=listed(get("output_dtypes"), "an entry's output_dtypes"),
+        state=budget.text(get("state", ""), "an entry's state"),
+        retired=retired if isinstance(retired, bool) else None,
         is_p2p=is_p2p, time_created_ns=_nonzero(get("time_created_ns")),
         started_ns=_nonzero(get("time_discovered_started_ns")),
         completed_ns=_nonzero(get("time_discovered_completed_ns")),
         raw_frames=get("frames") or ())
 
-
-def _plain(value: Any) -> Any:
-    """Sizes or dtypes as the dump holds them, when they are lists; else nothing."""
-    return value if isinstance(value, (list, tuple)) else []
