@@ -22,8 +22,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
+import os
 import random
 import sys
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import tomllib
@@ -154,26 +157,55 @@ def line_reading(reader, rows: list[dict]) -> list[dict[str, float]]:
 def out_of_fold(rows: list[dict], c_grid: tuple[float, ...], seed: int,
                 examples: list[tuple[list[str], str]]) -> tuple[dict, list[dict[str, float]]]:
     """Each log's run reading (per C) and line reading from models that did not see its
-    thread."""
+    thread. The folds' fits are independent: they run in as many processes as there are
+    cores (forked, so the rows are not copied), with the same results as one by one."""
     from sklearn.model_selection import GroupKFold
 
     bags = [r["bag"] for r in rows]
     labels = [r["label"] for r in rows]
     groups = [r["group"] for r in rows]
+    folds = GroupKFold(n_splits=FOLDS, shuffle=True, random_state=seed)
+    split = [(list(train), list(held)) for train, held in folds.split(bags, labels, groups)]
+    tasks = [(fold, c) for fold in range(len(split)) for c in (*c_grid, None)]
+    shared = (rows, split, examples)
+    workers = min(len(tasks), os.cpu_count() or 1)
+    if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(workers, mp_context=context, initializer=_share,
+                                 initargs=(shared,)) as pool:
+            done = list(pool.map(_fold_fit, tasks))
+    else:
+        _share(shared)
+        done = [_fold_fit(task) for task in tasks]
     runs: dict[float, list[dict[str, float]]] = {c: [{} for _ in rows] for c in c_grid}
     lines: list[dict[str, float]] = [{} for _ in rows]
-    folds = GroupKFold(n_splits=FOLDS, shuffle=True, random_state=seed)
-    for train, held in folds.split(bags, labels, groups):
-        for c in c_grid:
-            vectorizer, model = fit([bags[i] for i in train], [labels[i] for i in train], c,
-                                    examples)
-            p = model.predict_proba(vectorizer.transform([bags[i] for i in held]))
-            for row, i in enumerate(held):
-                runs[c][i] = dict(zip(model.classes_, p[row]))
-        reader = fit_lines([rows[i] for i in train], examples)
-        for i, reading in zip(held, line_reading(reader, [rows[i] for i in held])):
-            lines[i] = reading
+    for (fold, c), readings in zip(tasks, done):
+        target = lines if c is None else runs[c]
+        for i, reading in zip(split[fold][1], readings):
+            target[i] = reading
     return runs, lines
+
+
+_SHARED: tuple = ()  # a fold worker's rows, folds and examples (set once per process)
+
+
+def _share(shared: tuple) -> None:
+    global _SHARED
+    _SHARED = shared
+
+
+def _fold_fit(task: tuple[int, float | None]) -> list[dict[str, float]]:
+    """One fold's run reading with ``C`` (or, for None, its line reading) of the held logs."""
+    rows, split, examples = _SHARED
+    fold, c = task
+    train, held = split[fold]
+    if c is None:
+        reader = fit_lines([rows[i] for i in train], examples)
+        return line_reading(reader, [rows[i] for i in held])
+    vectorizer, model = fit([rows[i]["bag"] for i in train], [rows[i]["label"] for i in train],
+                            c, examples)
+    p = model.predict_proba(vectorizer.transform([rows[i]["bag"] for i in held]))
+    return [dict(zip(model.classes_, (float(x) for x in p[row]))) for row in range(len(held))]
 
 
 def top(prob: dict[str, float], k: int, failing_only: bool = True) -> list[str]:
