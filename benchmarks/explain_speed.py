@@ -1,7 +1,7 @@
 """How fast `ncclcheck explain` reads a big log, against `grep -c -E` on the same file.
 
     python benchmarks/explain_speed.py [--size-mib 64] [--engine all|hyperscan|aho|re] [--keep DIR]
-                                       [--candidates] [--cold]
+                                       [--candidates] [--cold] [--runs N]
     python benchmarks/explain_speed.py --smoke   # 1 MiB logs, --candidates: seconds
 
 Generates two logs of the given size: a *sparse* one (NCCL INFO init lines, training progress,
@@ -9,8 +9,9 @@ c10d warnings and a handful of real failure lines) and a *dense* one where half 
 harmless words (``val_error=``, ``TORCH_NCCL_ASYNC_ERROR_HANDLING is deprecated``,
 ``UserWarning``, ``error_rate``, ...). Times `python -m ncclcheck explain --format json` on each
 (process start included) with each prefilter engine, and `grep -c -E` with the signatures'
-literals. Prints MB/s, the ratio to grep and each explain process's peak memory; with
-``--candidates``, also how many lines each engine hands to the matcher (counted in-process).
+literals, ``--runs`` times each (the median is shown, with the range). Prints MB/s, the ratio
+to grep and each explain process's peak memory; with ``--candidates``, also how many lines
+each engine hands to the matcher (counted in-process).
 Hyperscan's databases are kept on disk between runs (explain/hscache.py): by default one untimed
 run fills that cache first, as any second run on a machine finds it; ``--cold`` turns the cache
 off, so every timed run compiles them. ``all`` is every engine this machine has (Hyperscan only
@@ -24,6 +25,7 @@ import importlib.util
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -121,12 +123,32 @@ def candidates(path: str, engine: str) -> tuple[int, int]:
     return handed, gated
 
 
-def measure(path: str, engines: list[str], label: str, count: bool, cold: bool) -> None:
+def repeated(argv: list[str], runs: int,
+             env: dict[str, str] | None = None) -> tuple[list[float], float, int, bytes]:
+    """Every run's wall seconds, the median run's CPU seconds, the largest peak RSS (KiB) and
+    the last stdout of ``runs`` runs of one command (one after another: on a shared machine a
+    median says more than any single run)."""
+    results = [timed(argv, env) for _ in range(runs)]
+    middle = sorted(results, key=lambda r: r[0])[len(results) // 2]
+    return [r[0] for r in results], middle[1], max(r[2] for r in results), results[-1][3]
+
+
+def spread(walls: list[float]) -> str:
+    """The median wall time, with the range when there were several runs."""
+    text = f"{statistics.median(walls):6.2f} s wall"
+    return text + (f" ({min(walls):.2f}-{max(walls):.2f}, {len(walls)} runs)" if len(walls) > 1
+                   else "")
+
+
+def measure(path: str, engines: list[str], label: str, count: bool, cold: bool,
+            runs: int = 1) -> None:
     mb = os.path.getsize(path) / 1e6
     subprocess.run(["cat", path], stdout=subprocess.DEVNULL, check=True)  # warm the cache
-    grep_s, grep_cpu, _, grep_out = timed(["grep", "-c", "-E", literals_pattern(), path])
+    grep_walls, grep_cpu, _, grep_out = repeated(["grep", "-c", "-E", literals_pattern(), path],
+                                                 runs)
+    grep_s = statistics.median(grep_walls)
     print(f"\n{label} log: {mb:.0f} MB, {grep_out.decode().strip()} lines hold a literal")
-    print(f"  {'grep -c -E':<20} {grep_s:6.2f} s wall {mb / grep_s:6.0f} MB/s")
+    print(f"  {'grep -c -E':<20} {spread(grep_walls)} {mb / grep_s:6.0f} MB/s")
     argv = [sys.executable, "-m", "ncclcheck", "explain", "--format", "json", path]
     for engine in engines:
         env = dict(os.environ, **{ENGINE_VARIABLE: engine})
@@ -134,8 +156,9 @@ def measure(path: str, engines: list[str], label: str, count: bool, cold: bool) 
             env[CACHE_VARIABLE] = "off"
         elif engine == "hyperscan":  # fill the database cache, untimed (the others keep none)
             timed(argv, env)
-        wall, cpu, rss, _ = timed(argv, env)
-        print(f"  {'explain (' + engine + ')':<20} {wall:6.2f} s wall {mb / wall:6.0f} MB/s  "
+        walls, cpu, rss, _ = repeated(argv, runs, env)
+        wall = statistics.median(walls)
+        print(f"  {'explain (' + engine + ')':<20} {spread(walls)} {mb / wall:6.0f} MB/s  "
               f"{wall / grep_s:5.1f}x grep wall, {cpu / grep_cpu:5.1f}x grep CPU, "
               f"peak RSS {rss / 1024:4.0f} MiB")
         if count:
@@ -152,9 +175,13 @@ def main() -> int:
                         help="also count the lines each engine hands to the matcher")
     parser.add_argument("--cold", action="store_true",
                         help="no database cache: every timed run compiles Hyperscan's databases")
+    parser.add_argument("--runs", type=int, default=1,
+                        help="time each command this many times and report the median")
     parser.add_argument("--smoke", action="store_true",
                         help="1 MiB logs with --candidates: a quick run of the code path")
     args = parser.parse_args()
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
     if args.smoke:
         args.size_mib, args.candidates = 1, True
     folder = args.keep or tempfile.mkdtemp(prefix="explain-speed-")
@@ -167,7 +194,7 @@ def main() -> int:
         for label, dense in (("sparse", False), ("dense", True)):
             path = os.path.join(folder, f"{label}.log")
             generate(path, args.size_mib << 20, dense)
-            measure(path, engines, label, args.candidates, args.cold)
+            measure(path, engines, label, args.candidates, args.cold, args.runs)
     finally:
         if not args.keep:
             shutil.rmtree(folder, ignore_errors=True)

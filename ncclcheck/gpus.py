@@ -7,6 +7,8 @@ import os
 from dataclasses import dataclass
 from typing import Mapping
 
+from ncclcheck.needs import torch_missing
+
 
 @dataclass(frozen=True)
 class VisibleGpus:
@@ -36,6 +38,9 @@ def nvidia_driver_loaded() -> bool:
 
 def visible_gpus(env: Mapping[str, str]) -> VisibleGpus:
     """GPUs visible to this process (CUDA_VISIBLE_DEVICES honoured), or count None if unknown."""
+    missing = torch_missing()
+    if missing:
+        return VisibleGpus(None, missing)
     try:
         import torch  # deferred: seconds to import; only the probes that need a GPU count pay
     except Exception as exc:  # torch missing or broken: the count is simply unknown

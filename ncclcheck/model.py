@@ -168,8 +168,25 @@ def overall_status(results: Iterable[CheckResult]) -> str:
     return {0: "pass", 1: "warn", 2: "fail"}[worst]
 
 
+INSTALL_DETAIL = "install"  # a skip's detail naming the line that installs what it lacked
+
+
+def could_not_run(results: Iterable[CheckResult]) -> str | None:
+    """The install line, when no check ran because what they need is not installed here (every
+    result a skip, one for that reason); None otherwise."""
+    results = list(results)
+    if not results or any(r.status is not Status.SKIP for r in results):
+        return None
+    return next((str(r.details[INSTALL_DETAIL]) for r in results
+                 if r.details.get(INSTALL_DETAIL)), None)
+
+
 def exit_code(results: Iterable[CheckResult], strict: bool = False) -> int:
-    """0 nothing failed, 1 something failed (or warned, with --strict)."""
+    """0 nothing failed, 1 something failed (or warned, with --strict), 2 no check could run
+    for want of an install."""
+    results = list(results)
+    if could_not_run(results):
+        return 2
     status = overall_status(results)
     if status == "fail" or (strict and status == "warn"):
         return 1
@@ -241,6 +258,10 @@ class Report:
     @property
     def status(self) -> str:
         return overall_status(self.checks)
+
+    def headline(self) -> str:
+        """The status as the table and Markdown title it: never PASS when no check ran."""
+        return "NO CHECK RAN" if could_not_run(self.checks) else self.status.upper()
 
     def exit_code(self, strict: bool = False) -> int:
         """The one exit code every path uses: 1 when a check failed (or warned, if strict)."""

@@ -20,7 +20,8 @@ from ncclcheck.cluster.job import cluster_layout, run_cluster
 from ncclcheck.cluster.session import STORE_THREAD
 from ncclcheck.context import ProbeContext, ProbeOptions
 from ncclcheck.launchers import detect_launcher
-from ncclcheck.model import BenchSection, CheckResult, Report, Status
+from ncclcheck.model import BenchSection, CheckResult, Report, Status, could_not_run
+from ncclcheck.needs import torch_missing
 from ncclcheck.probes import probe_families
 from ncclcheck.probes.ranks.launcher import LAUNCHER
 from ncclcheck.report import render
@@ -129,6 +130,10 @@ def publish(report: Report, output: Output) -> int:
     if output.fmt is not None:
         sys.stdout.write(render(REPORT, report, output.fmt) + "\n")
         sys.stdout.flush()
+    missing = could_not_run(report.checks)
+    if missing:
+        sys.stderr.write(f"ncclcheck: no check could run here: {missing}\n")
+        sys.stderr.flush()
     return report.exit_code(output.strict)
 
 
@@ -160,6 +165,11 @@ def check(request: Request, *, env: Mapping[str, str] | None = None, output: Out
     if layout is None:
         report = run_checks(request.families, ctx, extra_checks)
         return Outcome(publish(report, output), report)
+    missing = torch_missing()
+    if missing:  # the ranks meet over torch's TCPStore: no job report can be gathered
+        return Outcome(2, note=f"ncclcheck: error: the job-wide report is gathered over "
+                       f"torch.distributed, and {missing}; or pass --local to check this "
+                       "process alone")
     # one of several ranks: rank 0 reports for the whole job
     found = run_cluster(list(request.families), ctx, layout, store_port, list(extra_checks),
                         per_rank=output.per_rank)

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs everything the test suite needs into .venv, then runs it.
+# Installs everything the test suite needs into .venv, then runs it (with no arguments, after
+# the light install's tests in .venv-light: see below).
 # As root on Debian/Ubuntu it first apt-installs what the real-system tests use: iproute2 and
 # iptables (network namespaces), gcc, openmpi-bin (mpirun), libcap2-bin (capsh) and munge +
 # slurmctld + slurmd + slurm-client (a single-host Slurm that only the tests start).
@@ -26,6 +27,21 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
   fi
+fi
+
+# With no arguments (CI, the full suite), first the light install: a plain `pip install .` into
+# .venv-light, as on-call engineers get it; torch must not come with it, and explain, hang,
+# checks and the probes that need no torch must work there (tests/test_light_install.py).
+# The quick loop (any arguments) leaves it out.
+if [ "$#" = 0 ]; then
+  [ -x .venv-light/bin/python ] || python3 -m venv .venv-light
+  .venv-light/bin/pip install -q --disable-pip-version-check . pytest
+  if .venv-light/bin/python -c 'import importlib.util as u, sys; sys.exit(u.find_spec("torch") is None)'; then
+    echo "scripts/test.sh: torch came with a plain 'pip install .' (.venv-light); it must not" >&2
+    exit 1
+  fi
+  NCCLCHECK_LIGHT_INSTALL=1 .venv-light/bin/pytest -q -p no:cacheprovider \
+    tests/test_light_install.py tests/test_explain_cli.py tests/test_hang_cli.py
 fi
 
 [ -x .venv/bin/python ] || python3 -m venv .venv

@@ -60,10 +60,10 @@ def _kill_group(group: int) -> None:
         pass
 
 
-def _run_smoke(name: str, deadline: float) -> subprocess.CompletedProcess:
+def _run_smoke(name: str, deadline: float, *extra: str) -> subprocess.CompletedProcess:
     """``python benchmarks/NAME --smoke`` in its own process group, which is killed whole
     (worker and publisher processes too) when it runs past ``deadline`` seconds."""
-    argv = [sys.executable, str(ROOT / "benchmarks" / name), "--smoke"]
+    argv = [sys.executable, str(ROOT / "benchmarks" / name), "--smoke", *extra]
     # the package of this checkout, not whichever one the interpreter has installed
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
     child = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -86,3 +86,13 @@ def test_benchmark_smoke_runs_and_prints_numbers(name):
     tail = f"stdout:\n{done.stdout[-3000:]}\nstderr:\n{done.stderr[-3000:]}"
     assert done.returncode == 0, f"benchmarks/{name} --smoke exited {done.returncode}\n{tail}"
     assert A_NUMBER.search(done.stdout), f"benchmarks/{name} --smoke printed no numbers\n{tail}"
+
+
+def test_explain_speed_reports_the_median_of_several_runs():
+    """--runs N: each command timed N times, the median shown with the range."""
+    done = _run_smoke("explain_speed.py", SLOW_DEADLINE_S, "--engine", "aho", "--runs", "3")
+    assert done.returncode == 0, done.stderr[-3000:]
+    timed = [line for line in done.stdout.splitlines() if "explain (aho)" in line]
+    assert len(timed) == 2 and all(", 3 runs)" in line for line in timed), done.stdout
+    refused = _run_smoke("explain_speed.py", QUICK_DEADLINE_S, "--runs", "0")
+    assert refused.returncode == 2 and "--runs" in refused.stderr

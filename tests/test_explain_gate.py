@@ -1,15 +1,19 @@
-"""The Hyperscan gate leaves out only lines nobody can use, so findings never change.
+"""The gate leaves out only lines nobody can use, so findings never change.
 
 A line holding only a common literal (the catch-all's "Error: " in a retry warning) is left
 out when no signature can match it, the context and the keyword fallback would not keep it,
 and it cannot start a message continued on the next line. These tests force every literal to
-count as common (``NOISY_HITS = 1``) and compare with the ``re`` engine, which has no gate.
+count as common (``NOISY_HITS = 1``) and compare with the ``re`` engine, which has no gate,
+for both engines that have one: Hyperscan (its full-pattern pass over the block) and
+Aho-Corasick (the same expressions in Python's ``re``, line by line).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +21,7 @@ import pytest
 from ncclcheck.catalogue import load
 from ncclcheck.explain import gate as gate_module
 from ncclcheck.explain.engine import explain, literal_index
+from ncclcheck.explain.gate_lines import ClaimLines
 from ncclcheck.explain.hsregex import prefix_run, to_hyperscan
 from ncclcheck.explain.lines import LINE_PREFIXES
 from ncclcheck.explain.prefilter import ENGINE_VARIABLE
@@ -24,7 +29,9 @@ from ncclcheck.explain.prepared import prepared
 from ncclcheck.explain.scan import Scanner
 from test_explain_mutations import MUTATIONS, ids_found
 
-hyperscan = pytest.importorskip("hyperscan")
+HYPERSCAN = importlib.util.find_spec("hyperscan") is not None
+needs_hyperscan = pytest.mark.skipif(not HYPERSCAN, reason="Hyperscan has no wheel here")
+GATED = [pytest.param("hyperscan", marks=needs_hyperscan), "aho"]  # the engines with a gate
 
 SIGNATURES = load().line_signatures
 LOGS = Path(__file__).parent / "data" / "logs"
@@ -33,15 +40,17 @@ PREFIXES = ("", "[rank3]:", "node1:123:456 [0] ", "[1,3]<stderr>:", "2026-12-02 
             "[rank0]:[W1202 12:59:21.142842639 ProcessGroupNCCL.cpp:1042] ")
 
 
-def _database(expressions: list[bytes]) -> hyperscan.Database:
+def _database(expressions: list[bytes]):
     """A block-mode database of ``expressions``: compiled once, scanned as often as needed."""
+    import hyperscan
+
     database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
     database.compile(expressions=expressions, ids=list(range(len(expressions))),
                      flags=[hyperscan.HS_FLAG_MULTILINE] * len(expressions))
     return database
 
 
-def _ends(database: hyperscan.Database, text: bytes) -> set[int]:
+def _ends(database, text: bytes) -> set[int]:
     ends: set[int] = set()
     database.scan(text, match_event_handler=lambda _i, _s, end, _f, _c: ends.add(end))
     return ends
@@ -51,6 +60,7 @@ def _reported(expressions: list[bytes], text: bytes) -> set[int]:
     return _ends(_database(expressions), text)
 
 
+@needs_hyperscan
 @pytest.mark.parametrize("sig", SIGNATURES, ids=lambda s: s.id)
 def test_a_signature_expression_matches_its_example_behind_any_prefix(sig):
     start = prefix_run(LINE_PREFIXES.pattern, LINE_PREFIXES.flags)
@@ -64,6 +74,20 @@ def test_a_signature_expression_matches_its_example_behind_any_prefix(sig):
         assert len(b"before\n" + line) + 1 in _ends(database, block), prefix
 
 
+@pytest.mark.parametrize("sig", SIGNATURES, ids=lambda s: s.id)
+def test_without_hyperscan_an_owner_claims_its_example_behind_any_prefix(sig):
+    """The Aho-Corasick engine's gate asks the owners' own patterns of the line's message."""
+    lines = ClaimLines([sig])
+    message = " ".join(part.strip() for part in sig.example.strip().split("\n"))
+    for prefix in PREFIXES:
+        line = (prefix + message).encode() + b"\r"
+        block = b"before\n" + line + b"\nafter\n"
+        start_at = len(b"before\n")
+        assert lines.hit(block, start_at, start_at + len(line)), prefix
+        assert not lines.hit(block, 0, len(b"before")), prefix
+
+
+@needs_hyperscan
 def test_the_translation_errs_on_the_side_of_matching():
     def matches(pattern: str, text: str) -> bool:
         start = prefix_run(LINE_PREFIXES.pattern, LINE_PREFIXES.flags)
@@ -78,23 +102,24 @@ def test_the_translation_errs_on_the_side_of_matching():
     assert not matches(r"^Boom", "x Boom")
 
 
-def _noisy(monkeypatch) -> None:
+def _noisy(monkeypatch, engine: str) -> None:
     monkeypatch.setattr(gate_module, "NOISY_HITS", 1)
-    monkeypatch.setenv(ENGINE_VARIABLE, "hyperscan")
+    monkeypatch.setenv(ENGINE_VARIABLE, engine)
 
 
-def _kept(text: str, year_known: bool = False) -> list[str]:
-    scanner = Scanner(literal_index(), gate=prepared().gate("hyperscan"))
+def _kept(text: str, engine: str, year_known: bool = False) -> list[str]:
+    scanner = Scanner(literal_index(engine), gate=prepared().gate(engine))
     candidates = scanner.lines(io.BytesIO(text.encode()), year_known=lambda: year_known)
     return [c.text for c in candidates if c.gated]
 
 
-def test_a_line_holding_only_a_common_literal_no_one_can_use_is_left_out(monkeypatch):
-    _noisy(monkeypatch)
+@pytest.mark.parametrize("engine", GATED)
+def test_a_line_holding_only_a_common_literal_no_one_can_use_is_left_out(monkeypatch, engine):
+    _noisy(monkeypatch, engine)
     noise = [NOISE.format(n=n) for n in range(3)]
-    assert _kept("\n".join(noise + ["step 10 done"]) + "\n") == []
+    assert _kept("\n".join(noise + ["step 10 done"]) + "\n", engine) == []
     # Without the gate, every one of them (and the line after each) goes to the matcher.
-    plain = Scanner(literal_index()).lines(io.BytesIO(("\n".join(noise) + "\nx\n").encode()))
+    plain = Scanner(literal_index(engine)).lines(io.BytesIO(("\n".join(noise) + "\nx\n").encode()))
     assert sum(c.gated for c in plain) == 4
 
 
@@ -108,20 +133,33 @@ def test_a_line_holding_only_a_common_literal_no_one_can_use_is_left_out(monkeyp
     ("Retrying after ConnectionError: NCCL_SOCKET_IFNAME=eth0", "x"),  # the context keeps it
     ("Retrying after ConnectionError: " + "\u00e9t\u00e9", "x"),       # not ASCII
 ])
-def test_a_line_someone_can_use_still_goes_to_the_matcher(monkeypatch, line, below):
-    _noisy(monkeypatch)
-    assert line in _kept(NOISE.format(n=0) + "\n" + line + "\n" + below + "\n")
+@pytest.mark.parametrize("engine", GATED)
+def test_a_line_someone_can_use_still_goes_to_the_matcher(monkeypatch, line, below, engine):
+    _noisy(monkeypatch, engine)
+    assert line in _kept(NOISE.format(n=0) + "\n" + line + "\n" + below + "\n", engine)
 
 
-def test_a_known_year_lets_a_dated_common_line_go(monkeypatch):
-    _noisy(monkeypatch)
+@pytest.mark.parametrize("engine", GATED)
+def test_a_known_year_lets_a_dated_common_line_go(monkeypatch, engine):
+    _noisy(monkeypatch, engine)
     line = "2026-12-02 12:59:53,123 " + NOISE.format(n=1)
-    assert _kept(line + "\nx\n", year_known=True) == []
+    assert _kept(line + "\nx\n", engine, year_known=True) == []
 
 
-def test_a_literal_across_the_join_keeps_the_header():
+def test_without_hyperscan_a_run_of_prefixes_costs_no_backtracking(monkeypatch):
+    """Python's re over the translated expressions backtracks exponentially in a run of
+    optional prefixes; the owners' own patterns on the peeled message do not."""
+    _noisy(monkeypatch, "aho")
+    line = "[rank1]: " * 14 + "Retrying after ConnectionError: read timed out"  # ~1 min in re
+    started = time.monotonic()
+    _kept(NOISE.format(n=0) + "\n" + line + "\nx\n", "aho")
+    assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize("engine", GATED)
+def test_a_literal_across_the_join_keeps_the_header(engine):
     """'Call to ibv_reg_mr failed' cut after 'to': the header ends with 'Call to'."""
-    gate = prepared().gate("hyperscan")
+    gate = prepared().gate(engine)
     after = gate._afters(b"Retrying after ConnectionError: Call to")
     assert after is not None and after.search(b"ibv_reg_mr failed with error 12")
     assert gate._afters(b"Retrying after ConnectionError: (attempt 1)") is None or \
@@ -134,9 +172,11 @@ def _all_logs() -> list[str]:
 
 
 @pytest.mark.exhaustive
-def test_findings_do_not_change_on_the_corpus_with_every_literal_common(monkeypatch):
+@pytest.mark.parametrize("gated_engine", GATED)
+def test_findings_do_not_change_on_the_corpus_with_every_literal_common(monkeypatch,
+                                                                         gated_engine):
     gated, plain = {}, {}
-    for engine, out in (("hyperscan", gated), ("re", plain)):
+    for engine, out in ((gated_engine, gated), ("re", plain)):
         monkeypatch.setenv(ENGINE_VARIABLE, engine)
         monkeypatch.setattr(gate_module, "NOISY_HITS", 1)
         for path in _all_logs():
@@ -144,7 +184,9 @@ def test_findings_do_not_change_on_the_corpus_with_every_literal_common(monkeypa
     assert gated == plain
 
 
-def test_a_dense_log_gives_the_same_findings_with_and_without_the_gate(monkeypatch, tmp_path):
+@pytest.mark.parametrize("gated_engine", GATED)
+def test_a_dense_log_gives_the_same_findings_with_and_without_the_gate(monkeypatch, tmp_path,
+                                                                       gated_engine):
     lines = []
     for n in range(3000):
         lines += [NOISE.format(n=n % 7), f"node1:1:1 [0] NCCL INFO comm {n} rank 0 nranks 8"]
@@ -152,21 +194,23 @@ def test_a_dense_log_gives_the_same_findings_with_and_without_the_gate(monkeypat
     path = tmp_path / "dense.log"
     path.write_text("\n".join(lines) + "\n")
     found = {}
-    for engine in ("hyperscan", "re"):
+    for engine in (gated_engine, "re"):
         monkeypatch.setenv(ENGINE_VARIABLE, engine)
         found[engine] = explain([str(path)]).to_dict()
-    assert found["hyperscan"] == found["re"]
+    assert found[gated_engine] == found["re"]
     assert [f["id"] for f in found["re"]["findings"]][:1] == ["nccl.invalid_rank"]
     with path.open("rb") as stream:
-        gated = sum(c.gated for c in Scanner(literal_index("hyperscan"),
-                                             gate=prepared().gate("hyperscan")).lines(stream))
+        gated = sum(c.gated for c in Scanner(literal_index(gated_engine),
+                                             gate=prepared().gate(gated_engine)).lines(stream))
     assert gated < 10  # 3000 retry warnings and the lines after them stayed out
 
 
 @pytest.mark.exhaustive
+@pytest.mark.parametrize("engine", GATED)
 @pytest.mark.parametrize("mutation", sorted(MUTATIONS))
-def test_mutated_examples_are_found_with_every_literal_common(monkeypatch, tmp_path, mutation):
-    _noisy(monkeypatch)
+def test_mutated_examples_are_found_with_every_literal_common(monkeypatch, tmp_path, mutation,
+                                                             engine):
+    _noisy(monkeypatch, engine)
     for sig in SIGNATURES:
         found = ids_found(tmp_path, MUTATIONS[mutation](sig.example))
         assert found and found[0] == sig.id, (sig.id, found)

@@ -5,10 +5,13 @@ read timed out``); the literal lets every such line through to Python, which dec
 peels its prefixes and tries the catch-all on it, for nothing. Once a literal shows up often
 in a block (``NOISY_HITS``), the signatures that own it are scanned with Hyperscan databases
 of their full patterns (hsregex.py; one per signature, compiled only then and once, as compiling
-costs time). A line whose literals are all such common ones is left out only when nothing that
-reads candidate lines can use it:
+costs time); with the Aho-Corasick engine Python tries the owners' own patterns on each such
+line's message, as the matcher would, remembered per verbatim line (gate_lines.py). A line whose
+literals are all such common ones is left out only when nothing that reads candidate lines can
+use it:
 
-- no full pattern of those signatures matches it (Hyperscan errs on the side of matching);
+- no full pattern of those signatures matches it (Hyperscan's expressions err on the side of
+  matching; Python's answer is the matcher's own);
 - neither the context (context.py) nor the keyword fallback (fallback.py) would keep it;
 - it is ASCII, not very long, and has no full date while the log's year is still unknown;
 - it does not start with a syslog clock (journald's source after it is not in the prefixes
@@ -27,11 +30,12 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from ncclcheck.catalogue import Signature
 from ncclcheck.explain.context import wants as context_wants
 from ncclcheck.explain.fallback import line_weight
+from ncclcheck.explain.gate_lines import ClaimLines, HyperscanLines, LineTest, TextLines
 from ncclcheck.explain.hscache import block_database
 from ncclcheck.explain.hsregex import Untranslatable, prefix_run, to_hyperscan
 from ncclcheck.explain.lines import GOES_ON, SCAN_PREFIXES, SYSLOG_START, parse_line
@@ -61,15 +65,17 @@ LitLine = tuple[int, int, int, set[int]]
 
 
 class Gate:
-    """Per block, which lines holding only common literals can be left out (Hyperscan only).
-    ``signature_literals`` holds each signature's prefilter literals by id, ``literals`` the
-    index's literals (a hit's id is its place there)."""
+    """Per block, which lines holding only common literals can be left out (the engines that
+    name each hit's literal: Hyperscan, Aho-Corasick). ``signature_literals`` holds each
+    signature's prefilter literals by id, ``literals`` the index's literals (a hit's id is its
+    place there); ``hyperscan`` False: Python asks the owners' patterns, line by line."""
 
     def __init__(self, signatures: Sequence[Signature],
                  signature_literals: Mapping[str, Sequence[Literal]],
-                 literals: Sequence[Literal]) -> None:
+                 literals: Sequence[Literal], hyperscan: bool = True) -> None:
         # what the gate reads is built when a block first has a common literal: a small log
         # never has one, and pays nothing for it
+        self._use_hyperscan = hyperscan
         self._signatures = signatures
         self._signature_literals = signature_literals
         self._literals = literals
@@ -80,7 +86,7 @@ class Gate:
 
     @cached_property
     def _hs(self) -> Any:
-        import hyperscan  # deferred: optional and slow to load (only its engine has a gate)
+        import hyperscan  # deferred: slow to load, and asked for only by its engine's gate
         return hyperscan
 
     @cached_property
@@ -130,7 +136,10 @@ class Gate:
                          if n >= NOISY_HITS and self._translatable(i))
 
     def _translatable(self, literal_id: int) -> bool:
-        """Whether every pattern of the literal's owners has a Hyperscan form."""
+        """Whether every pattern of the literal's owners has a Hyperscan form (Python reads
+        them as they are)."""
+        if not self._use_hyperscan:
+            return True
         for sig in self._owners.get(literal_id, ()):
             if sig.id not in self._expressions:
                 try:
@@ -148,20 +157,18 @@ class Gate:
         owners, afters = self._database(noisy), self._spaced_database()
         if owners is None or afters is None:
             return lines
-        matched: set[int] = set()    # line ends where an owner's full pattern may match
-        spaced: set[int] = set()     # line ends of lines holding a text after a leading space
-        owners.scan(body, match_event_handler=lambda _e, _s, end, _f, _c: matched.add(end))
-        afters.scan(body, match_event_handler=lambda _e, _s, end, _f, _c: spaced.add(end))
+        owners.prepare(body)  # where an owner's full pattern may match
+        afters.prepare(body)  # which lines hold a text that follows a literal's leading space
         ascii_block = body.isascii()
         literals_at = {line_start: ids for _, line_start, _, ids in lines}
         return [line for line in lines
-                if not line[3] <= noisy or line[2] in matched
+                if not line[3] <= noisy or owners.hit(body, line[1], line[2])
                 or not self._droppable(body, line, max_line, year_known, ascii_block,
-                                       literals_at, spaced)]
+                                       literals_at, afters)]
 
     def _droppable(self, body: bytes, line: LitLine, max_line: int, year_known: bool,
                    ascii_block: bool, literals_at: dict[int, set[int]],
-                   spaced: set[int]) -> bool:
+                   spaced: LineTest) -> bool:
         _, line_start, line_end, ids = line
         if line_end - line_start > max_line // 2:
             return False
@@ -178,7 +185,7 @@ class Gate:
                 return False
             next_end = body.find(b"\n", below)
             next_end = len(body) if next_end < 0 else next_end
-            if next_end in spaced or (facts.after is not None
+            if spaced.hit(body, below, next_end) or (facts.after is not None
                                       and facts.after.search(body, below, next_end)):
                 return False
         return True
@@ -233,17 +240,20 @@ class Gate:
         return re.compile(b"|".join(parts))
 
     @lru_cache(maxsize=32)
-    def _database(self, noisy: frozenset[int]) -> _Databases | None:
-        """Hyperscan over the full patterns of the owners of ``noisy``; None when there are
-        none or they will not compile. One database per owning signature, each built once
-        (and kept in the cache folder): another block's or log's set of noisy literals shares
-        most of its owners, and compiling a pattern costs far more than scanning with it."""
+    def _database(self, noisy: frozenset[int]) -> LineTest | None:
+        """The full patterns of the owners of ``noisy``; None when there are none or they will
+        not compile. Hyperscan: one database per owning signature, each built once (and kept
+        in the cache folder): another block's or log's set of noisy literals shares most of
+        its owners, and compiling a pattern costs far more than scanning with it."""
+        if not self._use_hyperscan:
+            found = {sig.id: sig for i in noisy for sig in self._owners.get(i, ())}
+            return ClaimLines([found[sig_id] for sig_id in sorted(found)]) if found else None
         owners = sorted({sig.id for i in noisy for sig in self._owners.get(i, ())
                          if self._expressions[sig.id]})
         databases = [self._signature_database(sig_id) for sig_id in owners]
         if not databases or any(database is None for database in databases):
             return None
-        return _Databases(tuple(databases))
+        return HyperscanLines(databases)
 
     @lru_cache(maxsize=1024)
     def _signature_database(self, sig_id: str) -> Any:
@@ -255,28 +265,20 @@ class Gate:
             return None
 
     @lru_cache(maxsize=1)
-    def _spaced_database(self):
-        """Hyperscan over the texts that follow a literal's leading space (a header line's
-        join can start any of them): the same for every block, so built once, apart from the
-        owners' (it was most of each build's time); None when it will not compile."""
+    def _spaced_database(self) -> LineTest | None:
+        """The texts that follow a literal's leading space (a header line's join can start
+        any of them): the same for every block, so built once, apart from the owners' (it
+        was most of each build's time); None when it will not compile."""
         spaced = [(after, caseless) for before, caseless, after in self._cuts if not before]
+        if not self._use_hyperscan:
+            return TextLines([after for after, _ in spaced], [caseless for _, caseless in spaced])
         flags = [self._hs.HS_FLAG_MULTILINE | (self._hs.HS_FLAG_CASELESS if caseless else 0)
                  for _, caseless in spaced]
         try:
-            return block_database([re.escape(after) + b"[^\\n]*$" for after, _ in spaced], flags)
+            return HyperscanLines([block_database(
+                [re.escape(after) + b"[^\\n]*$" for after, _ in spaced], flags)])
         except self._hs.error:
             return None
-
-
-class _Databases:
-    """The owners' databases, scanned as one."""
-
-    def __init__(self, databases: tuple[Any, ...]) -> None:
-        self._databases = databases
-
-    def scan(self, body: bytes, match_event_handler: Callable[..., Any]) -> None:
-        for database in self._databases:
-            database.scan(body, match_event_handler=match_event_handler)
 
 
 def _feeds(message: str) -> bool:

@@ -38,7 +38,7 @@ def block_database(expressions: Sequence[bytes], flags: Sequence[int],
                    literal: bool = False) -> Any:
     """A block-mode Hyperscan database of ``expressions`` (ids 0..n-1), from the cache when
     one was built from the same input before, else compiled (and stored)."""
-    import hyperscan  # deferred: optional (the [fast] extra) and slow to load
+    import hyperscan  # deferred: slow to load, and not installed on every platform
 
     folder = cache_dir()
     path = None

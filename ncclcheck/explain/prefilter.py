@@ -5,14 +5,14 @@ multi-literal search over its bytes plus the few lines that could be failures. T
 list comes from the signatures' own patterns (``literals.py``).
 
 Engines, chosen by measurement (benchmarks/explain_speed.py): Hyperscan when its Python
-binding is installed (the ``fast`` extra), else an Aho-Corasick automaton (``pyahocorasick``),
-else Python's ``re`` over one alternation of the literals (the fallback, always available).
+binding is installed (a dependency wherever PyPI has a wheel of it: Linux x86_64 and aarch64),
+else an Aho-Corasick automaton (``pyahocorasick``, a dependency everywhere), else Python's
+``re`` over one alternation of the literals (always available, slow on big logs).
 ``NCCLCHECK_EXPLAIN_ENGINE=re|aho|hyperscan`` forces one (tests use it to cover the fallback).
 """
 
 from __future__ import annotations
 
-import heapq
 import os
 import re
 from dataclasses import dataclass
@@ -63,36 +63,46 @@ class ReIndex:
 class AhoIndex:
     """An Aho-Corasick automaton over the bytes read as Latin-1 (one char per byte, so
     offsets are byte offsets); caseless literals go through a second automaton over the
-    lower-cased block."""
+    lower-cased block. Each hit names its literal, as Hyperscan's do, so the gate can count
+    the common ones."""
 
     name = "aho"
 
     def __init__(self, literals: Sequence[Literal]) -> None:
-        import ahocorasick  # deferred: optional; only this engine needs it
+        import ahocorasick  # deferred: a compiled module, loaded only by this engine
 
+        unique = sorted(set(literals), key=lambda lit: (lit.text, lit.caseless))
+        self.literals: tuple[Literal, ...] = tuple(unique)  # a hit's id is its place here
         self._exact = self._caseless = None
         for caseless in (False, True):
-            words = {lit.text.encode().decode("latin-1") for lit in literals
-                     if lit.caseless == caseless}
+            words = {lit.text.encode().decode("latin-1"): place
+                     for place, lit in enumerate(unique) if lit.caseless == caseless}
             if not words:
                 continue
             automaton = ahocorasick.Automaton()
-            for word in words:
-                automaton.add_word(word, len(word))
+            for word, place in words.items():
+                automaton.add_word(word, place)
             automaton.make_automaton()
             if caseless:
                 self._caseless = automaton
             else:
                 self._exact = automaton
 
-    def ends(self, block: bytes) -> Iterator[int]:
-        streams = []
+    def hits(self, block: bytes,
+             tokens_found: list[bytes] | None = None) -> list[tuple[int, int]]:
+        """(offset just past it, literal id) of every occurrence, in order of offset (the
+        scanner's tokens are not looked for: every one may be there)."""
+        found: list[tuple[int, int]] = []
         if self._exact is not None:
-            streams.append(end + 1 for end, _ in self._exact.iter(block.decode("latin-1")))
+            found += [(end + 1, place) for end, place in self._exact.iter(block.decode("latin-1"))]
         if self._caseless is not None:
             lowered = block.lower().decode("latin-1")
-            streams.append(end + 1 for end, _ in self._caseless.iter(lowered))
-        return heapq.merge(*streams)
+            found += [(end + 1, place) for end, place in self._caseless.iter(lowered)]
+            found.sort()
+        return found
+
+    def ends(self, block: bytes) -> Iterator[int]:
+        return iter([end for end, _ in self.hits(block)])
 
 
 class HyperscanIndex:
@@ -101,7 +111,7 @@ class HyperscanIndex:
     name = "hyperscan"
 
     def __init__(self, literals: Sequence[Literal], tokens: Sequence[bytes] = ()) -> None:
-        import hyperscan  # deferred: optional (the [fast] extra) and slow to load
+        import hyperscan  # deferred: slow to load, and not installed on every platform
 
         unique = sorted(set(literals), key=lambda lit: (lit.text, lit.caseless))
         self.literals: tuple[Literal, ...] = tuple(unique)  # a hit's id is its place here

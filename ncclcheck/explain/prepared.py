@@ -58,14 +58,15 @@ class Prepared:
         return found
 
     def gate(self, engine: str = "") -> Gate | None:
-        """The gate over common literals: Hyperscan only (the other engines read every line
-        holding a literal, as they have no full-pattern pass)."""
+        """The gate over common literals: with the engines whose hits name their literal
+        (Hyperscan, Aho-Corasick); ``re`` reads every line holding a literal."""
         if engine not in self._gates:
             index = self.index(engine)
             self._gates[engine] = (
                 Gate(self.catalogue.line_signatures, self.literals,
-                     index.literals)  # type: ignore[attr-defined]
-                if index.name == "hyperscan" else None)
+                     index.literals,  # type: ignore[attr-defined]
+                     hyperscan=index.name == "hyperscan")
+                if index.name in ("hyperscan", "aho") else None)
         return self._gates[engine]
 
     def matcher(self, signatures: Iterable[Signature] | None = None) -> Matcher:

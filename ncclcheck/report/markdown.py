@@ -15,7 +15,7 @@ def _cell(text: str) -> str:
 def render_markdown(report: Report) -> str:
     """The report as people read it (``Report.shown``: cluster mode's grouped rows)."""
     data = report.shown().to_dict()
-    out = [f"## ncclcheck: {data['status'].upper()}", "", f"{context_line(data)}", "",
+    out = [f"## ncclcheck: {report.headline()}", "", f"{context_line(data)}", "",
            "| status | check | summary | where |", "|---|---|---|---|"]
     for c in data["checks"]:
         out.append(f"| {ICONS[c['status']]} | `{c['id']}` | {_cell(c['summary'])} | {_cell(where(c))} |")

@@ -47,7 +47,7 @@ def render_table(report: Report, width: int | None = None) -> str:
             label = f"  [{ICONS[checks[0]['status']]}] {labels} ({checks[0]['category']})"
             out += wrap(label, width, subsequent="      ") if width else [label]
             out += ["      " + line for line in textwrap.wrap(fix, (width or 100) - 6)]
-    out += ["", f"Result: {data['status'].upper()} ({counts_line(data)})"]
+    out += ["", f"Result: {report.headline()} ({counts_line(data)})"]
     return "\n".join(out)
 
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 from ncclcheck.bench.faults import FAULT_VARIABLE, parse_faults
 from ncclcheck.context import ProbeContext
 from ncclcheck.model import FamilyOutput
-from ncclcheck.probes.bench.allreduce import bad_fault_setting, no_gpu_for_nccl
+from ncclcheck.needs import needs_torch, torch_missing
+from ncclcheck.probes.bench.allreduce import ALLREDUCE, bad_fault_setting, no_gpu_for_nccl
+from ncclcheck.probes.bench.isolate import ISOLATE
 from ncclcheck.probes.bench.measure import NcclWithoutGpu, measure
 from ncclcheck.probes.registry import run_judges
 
@@ -23,6 +25,10 @@ def probe(ctx: ProbeContext) -> FamilyOutput:
         parse_faults(fault)
     except ValueError as exc:
         return FamilyOutput([bad_fault_setting(str(exc))])
+    missing = torch_missing()
+    if missing:  # the sweep runs torch.distributed: nothing to measure without it
+        isolate = [ISOLATE] if ctx.options.bench.isolate else []
+        return FamilyOutput([needs_torch(spec, missing) for spec in [ALLREDUCE] + isolate])
     try:
         facts = measure(ctx, fault)
     except NcclWithoutGpu:

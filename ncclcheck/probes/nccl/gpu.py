@@ -15,6 +15,7 @@ from ncclcheck.model import Category, CheckResult, failed, passed, skipped, warn
 from ncclcheck.ncclib.gpu import (arch_supported, compute_modes, cuda_driver_version,
                                   driver_supports, torch_build_without_cuda)
 from ncclcheck.ncclib.version import cuda_version_tuple
+from ncclcheck.needs import needs_torch, torch_missing
 from ncclcheck.probes.nccl.facts import NcclFacts, int_value
 from ncclcheck.probes.spec import CheckSpec, judge
 
@@ -124,6 +125,9 @@ def gpu_checks(env: Mapping[str, str], local_rank: int | None, timeout: float,
                               Category.CUDA, torch=cpu_build, driver_cuda=f"{dmaj}.{dmin}"))
         why = f"skipped: {cpu_build} is a CPU-only build; torch cannot see the GPUs"
         return results + [skipped(i, why, torch=cpu_build) for i in cuda_checks[1:]]
+    missing = torch_missing()
+    if missing:  # each of these asks torch what it was built for and what it sees
+        return results + [needs_torch(i, missing) for i in cuda_checks]
     try:
         import torch  # deferred: seconds to import; only this family's GPU part pays for it
     except Exception as exc:

@@ -10,6 +10,7 @@ from typing import Any
 from ncclcheck.model import Category, CheckResult, errored, failed, passed, skipped, warned
 from ncclcheck.ncclib.discovery import Discovery
 from ncclcheck.ncclib.loader import LibraryAnswer
+from ncclcheck.needs import TORCH_INSTALL, torch_missing
 from ncclcheck.probes.nccl.facts import NcclFacts
 from ncclcheck.probes.spec import CheckSpec, judge
 
@@ -57,6 +58,10 @@ def check_library(found: Discovery) -> CheckResult:
         "torch_lib": str(found.torch.lib_dir) if found.torch.lib_dir else None,
         "torch_cpu_only": found.torch.simulated, "wheel": found.wheel}
     if found.resolution.found is None:
+        if torch_missing():  # nothing here would load NCCL: no library, no torch to bring one
+            return skipped(LIBRARY, "no libnccl.so.2 on this host, and no torch to bring one: "
+                           f"{TORCH_INSTALL} (or run ncclcheck in the training environment), "
+                           "or point --nccl-lib at a libnccl.so.2", **details)
         if found.torch.simulated or found.torch.lib_dir is None:
             return skipped(LIBRARY, "no libnccl.so.2 on this host, and torch here is not "
                            "a CUDA build: jobs can only use Gloo", **details)

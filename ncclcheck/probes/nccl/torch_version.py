@@ -6,6 +6,7 @@ from ncclcheck.model import Category, CheckResult, passed, skipped, warned
 from ncclcheck.ncclib.gpu import torch_build_without_cuda
 from ncclcheck.ncclib.loader import LibraryAnswer
 from ncclcheck.ncclib.version import from_torch_tuple
+from ncclcheck.needs import needs_torch, torch_missing
 from ncclcheck.probes.nccl.facts import NcclFacts
 from ncclcheck.probes.spec import CheckSpec, judge
 
@@ -28,6 +29,9 @@ def check_torch_nccl(answer: LibraryAnswer | None) -> CheckResult:
     if cpu_build is not None:
         return skipped(TORCH_VERSION, f"skipped: {cpu_build} is a CPU-only build: it has "
                        "no NCCL to compare", torch=cpu_build)
+    missing = torch_missing()
+    if missing:
+        return needs_torch(TORCH_VERSION, missing)
     try:
         import torch  # deferred: seconds to import; a CPU-only build was ruled out above
     except Exception as exc:
