@@ -181,3 +181,17 @@ def test_a_missing_path_on_the_command_line_fails_before_anything_is_read(tmp_pa
     done = explain(str(MOTIVATING), str(tmp_path / "typo.log"), timeout=DEADLINE_S)
     assert done.returncode == 2 and done.stdout == b""
     assert lines(done) == [f"{PREFIX}{tmp_path / 'typo.log'}: no such file or directory"]
+
+
+def test_the_kernel_s_file_systems_are_told_by_the_mount_table_not_by_name(tmp_path):
+    """The mount a path lies on decides (the deepest one): a cgroup file under /sys is the
+    cgroup file system's, and a folder of logs that merely has "proc" in its name is read."""
+    from ncclcheck.explain.reader import _mounts, in_kernel_tree
+
+    mounts = dict(_mounts())
+    assert mounts.get("/proc") == "proc"
+    cgroup = [point for point, kind in mounts.items() if kind in ("cgroup", "cgroup2")]
+    if cgroup:
+        assert f"{mounts[cgroup[0]]} files at {cgroup[0]}" in in_kernel_tree(cgroup[0])
+    (tmp_path / "proc").mkdir()
+    assert in_kernel_tree(str(tmp_path / "proc" / "rank0.log")) is None

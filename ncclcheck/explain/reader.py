@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import re
 import stat
 import sys
 from dataclasses import dataclass, field
@@ -19,7 +20,10 @@ GZIP_MAGIC = b"\x1f\x8b"
 PICKLE_MARK = b"\x80"  # a pickle's first byte (its protocol follows)
 SNIFF_BYTES = 8192  # how much of a log is looked at to tell text from binary, as grep does
 UNREAD_NOTE = "explain.unread"  # the id of the note that names an input left unread
-KERNEL_TREES = ("/proc", "/sys")  # files there are made up on reading, some never end
+# File systems whose files the kernel makes up on reading (some never end): no log lives there
+KERNEL_FILE_SYSTEMS = frozenset({"proc", "sysfs", "debugfs", "tracefs", "securityfs", "configfs",
+                                 "cgroup", "cgroup2", "pstore", "bpf", "efivarfs", "fusectl"})
+MOUNTS = "/proc/self/mounts"
 PIPE_HINT = "pipe a command's output in instead: cmd | ncclcheck explain -"
 
 
@@ -57,12 +61,32 @@ def not_a_file(mode: int) -> str | None:
 
 
 def in_kernel_tree(path: str) -> str | None:
-    """Why a path (links followed) is in /proc or /sys, or None."""
+    """Why a path (links followed) is on a file system the kernel makes up (proc, sysfs, ...:
+    the mount it lies on, from the mount table), or None."""
     real = os.path.realpath(path)
-    for tree in KERNEL_TREES:
-        if real == tree or real.startswith(tree + "/"):
-            return f"the kernel's {tree} holds no log files"
+    mount, kind = "", ""
+    for point, fs_type in _mounts():
+        inside = real == point or real.startswith(point.rstrip("/") + "/")
+        if inside and len(point) > len(mount):
+            mount, kind = point, fs_type
+    if kind in KERNEL_FILE_SYSTEMS:
+        return f"the kernel's {kind} files at {mount} are no log files"
     return None
+
+
+def _mounts() -> list[tuple[str, str]]:
+    """(mount point, file system type) of this process's mounts; none where it cannot tell."""
+    try:
+        with open(MOUNTS, encoding="utf-8", errors="replace") as table:
+            rows = [line.split() for line in table]
+    except OSError:
+        return []
+    return [(_unescape(row[1]), row[2]) for row in rows if len(row) >= 3]
+
+
+def _unescape(field: str) -> str:
+    """A mount point as the table writes it (space, tab, newline, backslash in octal)."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
 
 
 def _open_file(path: str, name: str) -> BinaryIO:
