@@ -185,6 +185,7 @@ def test_probe_commands_survive_any_input(command, tmp_path_factory):
     check()
 
 
+@pytest.mark.slow  # seconds: the full suite runs it, the quick loop leaves it out
 def test_bench_survives_any_input(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("fuzz-bench")
 
@@ -196,6 +197,7 @@ def test_bench_survives_any_input(tmp_path_factory):
     check()
 
 
+@pytest.mark.slow  # seconds: the full suite runs it, the quick loop leaves it out
 def test_explain_and_checks_survive_any_input(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("fuzz-explain")
     (tmp / "empty.log").write_bytes(b"")

@@ -63,6 +63,7 @@ def session_on(store, job: Job, port: int, **extra) -> ClusterSession:
                           job.ctx.host, "127.0.0.1", port, **extra)
 
 
+@pytest.mark.slow  # seconds: the full suite runs it, the quick loop leaves it out
 def test_a_node_relays_and_rank_0_names_every_rank_once():
     """Node 0 reports directly; node 1's leader relays ranks 5-6, rank 6 failing a check, and
     rank 7, which joined and stopped before reporting."""
@@ -128,6 +129,7 @@ def test_a_node_relays_and_rank_0_names_every_rank_once():
     assert late.verdict is None and "after the job report had been closed" in late.alone
 
 
+@pytest.mark.slow  # seconds: the full suite runs it, the quick loop leaves it out
 def test_a_leader_without_a_job_report_tells_its_node_why():
     hub = open_hub(job_of(4), dict(rank=4, world_size=WORLD, local_rank=0, node_rank=1,
                                    host="node1"), free_port())

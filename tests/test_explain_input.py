@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 LOGS = Path(__file__).resolve().parent / "data" / "logs"
 MOTIVATING = LOGS / "written" / "lightning-motivating-case-6of4.log"
 
@@ -77,6 +79,7 @@ def test_process_substitution_is_refused_and_a_pipe_into_dash_is_read():
     assert json.loads(piped.stdout)["findings"][0]["id"] == "nccl.invalid_rank"
 
 
+@pytest.mark.slow  # seconds: the full suite runs it, the quick loop leaves it out
 def test_a_huge_single_line_shows_the_text_around_the_match(tmp_path):
     huge = tmp_path / "one-line.log"
     with open(huge, "wb") as out:

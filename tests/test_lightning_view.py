@@ -142,6 +142,7 @@ SHIM = {
 }
 
 
+@pytest.mark.slow  # seconds: the full suite runs it, the quick loop leaves it out
 def test_the_lightning_package_name_is_preferred_when_installed(tmp_path):
     """The unified `lightning` package is not installed here: a shim package of that name
     re-exports the installed classes, which is all ncclcheck reads from it."""
