@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -54,6 +56,34 @@ def run_job(folder: Path, scenario: str, nodes: tuple[int, ...] = (4,), **env: s
     return folder
 
 
+# Every job the tests read, by name: (scenario, torchrun agents' processes, environment).
+JOBS: dict[str, tuple[str, tuple[int, ...], dict[str, str]]] = {
+    "skip": ("skip", (4,), {"FR_CULPRIT": "1", "FR_AT": "3", "FR_COUNT": "6"}),
+    "other_op": ("other_op", (4,), {"FR_CULPRIT": "2", "FR_AT": "3"}),
+    "subgroup": ("subgroup", (4,), {"FR_AT": "3"}),
+    "killed": ("killed", (3, 1), {"FR_CULPRIT": "3", "FR_AT": "3"}),
+    "stuck": ("stuck", (4,), {"FR_CULPRIT": "1", "FR_AT": "4"}),
+    "completed": ("completed", (4,), {}),
+    "json_hosts": ("skip", (4,), {"FR_CULPRIT": "2", "FR_AT": "9", "FR_COUNT": "12",
+                                  "FR_FORMAT": "json", "FR_HOSTS": "1",
+                                  "TORCH_FR_BUFFER_SIZE": "4"}),
+}
+PARALLEL_JOBS = 2  # jobs at once: half a job is its ranks waiting; three gained nothing on 2 cores
+
+
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory) -> dict[str, Path]:
+    """Each job run once for the module, two at a time (each on its own port and folder)."""
+    root = tmp_path_factory.mktemp("fr-jobs")
+
+    def one(name: str) -> Path:
+        scenario, nodes, env = JOBS[name]
+        return run_job(root / name, scenario, nodes, **env)
+
+    with ThreadPoolExecutor(PARALLEL_JOBS) as pool:
+        return dict(zip(JOBS, pool.map(one, JOBS)))
+
+
 def explain_json(folder: Path) -> dict:
     out = subprocess.run([sys.executable, "-m", "ncclcheck", "explain", "--format", "json",
                           str(folder)], capture_output=True, text=True, timeout=120)
@@ -68,8 +98,8 @@ def root_of(folder: Path) -> dict:
     return root
 
 
-def test_a_rank_that_skips_a_collective(tmp_path):
-    root = root_of(run_job(tmp_path / "job", "skip", FR_CULPRIT="1", FR_AT="3", FR_COUNT="6"))
+def test_a_rank_that_skips_a_collective(jobs):
+    root = root_of(jobs["skip"])
     facts = root["facts"]
     assert root["id"] == "fr.rank_never_arrived"
     # rank 1 skipped the third call: it has five, the others wait at their sixth
@@ -78,27 +108,26 @@ def test_a_rank_that_skips_a_collective(tmp_path):
     assert facts["frames"]["waiting"].startswith("main (")
 
 
-def test_a_rank_calling_a_different_op(tmp_path):
-    root = root_of(run_job(tmp_path / "job", "other_op", FR_CULPRIT="2", FR_AT="3"))
+def test_a_rank_calling_a_different_op(jobs):
+    root = root_of(jobs["other_op"])
     facts = root["facts"]
     assert root["id"] == "fr.collective_mismatch"
     assert (facts["ranks"], facts["seq"], facts["collective"]) == ([2], 3, "all_reduce")
     assert facts["ops"]["2"] == "broadcast"
 
 
-def test_a_desync_inside_a_subgroup(tmp_path):
-    root = root_of(run_job(tmp_path / "job", "subgroup", FR_AT="3"))
+def test_a_desync_inside_a_subgroup(jobs):
+    root = root_of(jobs["subgroup"])
     facts = root["facts"]
     assert (facts["ranks"], facts["seq"], facts["collective"]) == ([3], 3, "all_reduce")
     assert facts["process_group"]["ranks"] == [2, 3]
     assert facts["process_group"]["desc"] != "default_pg"
 
 
-def test_a_rank_killed_mid_job_on_another_node(tmp_path):
+def test_a_rank_killed_mid_job_on_another_node(jobs):
     """Node 1 runs rank 3 only; it kills itself (SIGKILL) and leaves no dump; node 0's ranks
     wait at the collective. The dumps say who; node 1's torchrun output says why."""
-    folder = run_job(tmp_path / "job", "killed", nodes=(3, 1), FR_CULPRIT="3", FR_AT="3")
-    result = explain_json(folder)
+    result = explain_json(jobs["killed"])
     root = result["findings"][0]
     facts = root["facts"]
     assert root["id"] == "fr.rank_never_arrived"
@@ -107,23 +136,22 @@ def test_a_rank_killed_mid_job_on_another_node(tmp_path):
     assert not [f for f in result["findings"][1:] if f["root_cause"]]
 
 
-def test_a_rank_stuck_in_python(tmp_path):
-    root = root_of(run_job(tmp_path / "job", "stuck", FR_CULPRIT="1", FR_AT="4"))
+def test_a_rank_stuck_in_python(jobs):
+    root = root_of(jobs["stuck"])
     facts = root["facts"]
     assert (facts["ranks"], facts["seq"], facts["collective"]) == ([1], 4, "all_reduce")
     assert facts["frames"]["culprit"].startswith("main (")
 
 
-def test_all_completed_is_no_failure(tmp_path):
-    result = explain_json(run_job(tmp_path / "job", "completed"))
+def test_all_completed_is_no_failure(jobs):
+    result = explain_json(jobs["completed"])
     assert not [f for f in result["findings"] if f["category"]]
     assert "fr.all_completed" in {n["id"] for n in result["notes"]}
     assert result["hypotheses"] == []
 
 
-def test_json_dumps_under_host_named_files_with_a_wrapped_buffer(tmp_path):
-    folder = run_job(tmp_path / "job", "skip", FR_CULPRIT="2", FR_AT="9", FR_COUNT="12",
-                     FR_FORMAT="json", FR_HOSTS="1", TORCH_FR_BUFFER_SIZE="4")
+def test_json_dumps_under_host_named_files_with_a_wrapped_buffer(jobs):
+    folder = jobs["json_hosts"]
     names = sorted(p.name for p in folder.iterdir() if p.name.startswith("nccl_trace"))
     assert names == ["nccl_trace_rank_node-a1_0", "nccl_trace_rank_node-a1_2",
                      "nccl_trace_rank_node-b7_1", "nccl_trace_rank_node-b7_3"]
@@ -134,8 +162,8 @@ def test_json_dumps_under_host_named_files_with_a_wrapped_buffer(tmp_path):
     assert facts["wrapped"]  # four entries kept of twelve: the oldest were dropped
 
 
-def test_a_missing_dump_is_named_and_the_rest_analysed(tmp_path):
-    folder = run_job(tmp_path / "job", "skip", FR_CULPRIT="1", FR_AT="3", FR_COUNT="6")
+def test_a_missing_dump_is_named_and_the_rest_analysed(jobs, tmp_path):
+    folder = Path(shutil.copytree(jobs["skip"], tmp_path / "job"))  # the same job, one dump less
     (folder / "nccl_trace_rank_3").unlink()
     result = explain_json(folder)
     assert result["findings"][0]["facts"]["ranks"] == [1]
