@@ -9,11 +9,14 @@ explain_invariance.py reports and tests/test_explain_invariance.py bounds.
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import shutil
 import sys
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -155,27 +158,56 @@ class Tally:
 
 def compare(chosen: Iterable[Case], shapes: list[Transform],
             model: TextModel | None | str = "shipped") -> dict[str, Tally]:
-    """Per transformation, how often the root cause moves over ``chosen``."""
+    """Per transformation, how often the root cause moves over ``chosen``. The cases are read
+    in one forked process per core (each log and its shapes apart from the others), and
+    tallied in their order, as read one by one."""
     reader = load_model() if isinstance(model, str) else model
+    cases_list = list(chosen)
     tallies = {t.name: Tally() for t in shapes}
-    with tempfile.TemporaryDirectory(prefix="invariance-") as tmp:
-        for case in chosen:
-            before = read(case.path, reader)
-            for transform in shapes:
-                tally = tallies[transform.name]
-                tally.logs[case.split] += 1
-                tally.right[case.split] += before.category == case.category
-                folder = Path(tmp) / "log"
-                path = reshaped(case, transform, before, folder)
-                if path is not None:
-                    tally.changed[case.split] += 1
-                    after = read(path, reader)
-                    if after.category != before.category:
-                        tally.moves.append((case, before, after))
-                    elif after.id != before.id:
-                        tally.id_moves.append((case, before, after))
-                shutil.rmtree(folder, ignore_errors=True)
+    shared = (cases_list, shapes, reader)
+    workers = min(len(cases_list), os.cpu_count() or 1)
+    if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
+                                 initializer=_share, initargs=(shared,)) as pool:
+            readings = list(pool.map(_readings, range(len(cases_list)), chunksize=8))
+    else:
+        _share(shared)
+        readings = [_readings(index) for index in range(len(cases_list))]
+    for case, (before, afters) in zip(cases_list, readings):
+        for transform, after in zip(shapes, afters):
+            tally = tallies[transform.name]
+            tally.logs[case.split] += 1
+            tally.right[case.split] += before.category == case.category
+            if after is not None:
+                tally.changed[case.split] += 1
+                if after.category != before.category:
+                    tally.moves.append((case, before, after))
+                elif after.id != before.id:
+                    tally.id_moves.append((case, before, after))
     return tallies
+
+
+_SHARED: tuple = ()  # a reading process's cases, shapes and model (set once per process)
+
+
+def _share(shared: tuple) -> None:
+    global _SHARED
+    _SHARED = shared
+
+
+def _readings(index: int) -> tuple[Reading, list[Reading | None]]:
+    """A case's reading, and its reading in each shape (None where the shape changes nothing)."""
+    cases_list, shapes, reader = _SHARED
+    case = cases_list[index]
+    before = read(case.path, reader)
+    afters: list[Reading | None] = []
+    with tempfile.TemporaryDirectory(prefix="invariance-") as tmp:
+        for transform in shapes:
+            folder = Path(tmp) / "log"
+            path = reshaped(case, transform, before, folder)
+            afters.append(None if path is None else read(path, reader))
+            shutil.rmtree(folder, ignore_errors=True)
+    return before, afters
 
 
 def moves_by_split(tally: Tally) -> Counter:
