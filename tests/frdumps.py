@@ -10,9 +10,11 @@ import os
 import pickle
 import pickletools
 import random
+import resource
 import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -141,3 +143,26 @@ def nest_shared(data: bytes, levels: int, first_slot: int = 10_000) -> bytes:
     for level in range(1, levels + 1):
         nested += b"0](" + get(level - 1) * 2 + b"e" + put(level)
     return data[:start] + nested + data[end:]
+
+
+# 300 collectives into a 200-entry buffer: more than the newest entries explain cuts
+CYCLING_COLLECTIVES = ("for i in range(300):\n"
+                       "    dist.broadcast(t, 0) if i % 3 == 0 else dist.all_reduce(t)\n")
+LIMITED_ADDRESS_SPACE = 1 << 30
+
+
+def explain_limited(folder: Path, cpu_seconds: int, timeout: float) -> tuple[dict, float]:
+    """``ncclcheck explain --format json`` on ``folder`` in a child limited to 1 GiB of address
+    space and ``cpu_seconds`` of CPU (a regression fails instead of eating the machine), and
+    its wall seconds."""
+    def limits() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (LIMITED_ADDRESS_SPACE, LIMITED_ADDRESS_SPACE))
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds))
+
+    start = time.monotonic()
+    out = subprocess.run([sys.executable, "-m", "ncclcheck", "explain", "--format", "json",
+                          str(folder)], capture_output=True, text=True, timeout=timeout,
+                         preexec_fn=limits)
+    elapsed = time.monotonic() - start
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout), elapsed

@@ -145,6 +145,14 @@ class SlurmCluster:
         done = self.run(["sinfo", "-h", "-N", "-n", self.hostname, "-o", "%T"], timeout=10)
         return done.stdout.strip()
 
+    def resume(self, node: str) -> None:
+        """Undo a drain: the node back in service, waited for (up to 20 s) until idle."""
+        done = self.run(["scontrol", "update", f"nodename={node}", "state=resume"], timeout=10)
+        assert done.returncode == 0, done.stderr
+        deadline = time.monotonic() + 20
+        while self.node_state() != "idle" and time.monotonic() < deadline:
+            time.sleep(0.3)
+
     # -- lifecycle -------------------------------------------------------------------------
     @classmethod
     def start(cls, folder: Path, ready_timeout: float = 60) -> "SlurmCluster":

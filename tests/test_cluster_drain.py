@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 
 import pytest
 
@@ -78,11 +77,6 @@ def test_a_failing_check_drains_this_node_with_its_reason(slurm_cluster):
         assert f"{node}|ncclcheck: net.nccl_interface: {IFNAME}" in shown.splitlines()
         assert slurm_cluster.node_state() in ("drained", "draining")
     finally:
-        done = slurm_cluster.run(["scontrol", "update", f"nodename={node}", "state=resume"],
-                                 timeout=10)
-        assert done.returncode == 0, done.stderr
-        deadline = time.monotonic() + 20
-        while slurm_cluster.node_state() != "idle" and time.monotonic() < deadline:
-            time.sleep(0.3)
+        slurm_cluster.resume(node)
     assert slurm_cluster.node_state() == "idle"
     assert slurm_cluster.run(["sinfo", "-R", "-h"], timeout=10).stdout.strip() == ""

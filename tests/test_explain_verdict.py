@@ -177,10 +177,5 @@ def test_on_fail_drain_drains_the_host_the_verdict_names(slurm_cluster, tmp_path
         assert f"{host}|{reason}" in listed.splitlines(), listed
         assert slurm_cluster.node_state() in ("drained", "draining")
     finally:
-        done = slurm_cluster.run(["scontrol", "update", f"nodename={host}", "state=resume"],
-                                 timeout=10)
-        assert done.returncode == 0, done.stderr
-        deadline = time.monotonic() + 20
-        while slurm_cluster.node_state() != "idle" and time.monotonic() < deadline:
-            time.sleep(0.3)
+        slurm_cluster.resume(host)
     assert slurm_cluster.node_state() == "idle"

@@ -9,22 +9,18 @@ of CPU, so that a regression fails the test instead of taking the machine.
 
 from __future__ import annotations
 
-import json
 import pickle
-import resource
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from frdumps import entry, nest_shared, torch_dump, write
+from frdumps import (CYCLING_COLLECTIVES, entry, explain_limited, nest_shared, torch_dump,
+                     write)
 from ncclcheck.flightrec.analyze import analyze
 from ncclcheck.flightrec.bounded import FLOOR, MAX_DEPTH, PER_BYTE, Budget, Overgrown
 from ncclcheck.flightrec.load import DumpError, read_dump
 
-ADDRESS_SPACE = 1 << 30
 CPU_SECONDS = 20
 FEW_SECONDS = 8.0                  # start-up included, on a busy machine; the walk is ms
 
@@ -32,25 +28,11 @@ FEW_SECONDS = 8.0                  # start-up included, on a busy machine; the w
 @pytest.fixture(scope="module")
 def real_dump(tmp_path_factory) -> bytes:
     """300 collectives in a 200-entry buffer: explain first cuts the newest 64."""
-    return torch_dump(tmp_path_factory.mktemp("real"), 200,
-                      "for i in range(300):\n"
-                      "    dist.broadcast(t, 0) if i % 3 == 0 else dist.all_reduce(t)\n")
-
-
-def _limits() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
-    resource.setrlimit(resource.RLIMIT_CPU, (CPU_SECONDS, CPU_SECONDS))
+    return torch_dump(tmp_path_factory.mktemp("real"), 200, CYCLING_COLLECTIVES)
 
 
 def _explain_limited(folder: Path) -> tuple[dict, float]:
-    """``ncclcheck explain --format json`` on ``folder`` within the limits, and its seconds."""
-    start = time.monotonic()
-    out = subprocess.run([sys.executable, "-m", "ncclcheck", "explain", "--format", "json",
-                          str(folder)], capture_output=True, text=True, timeout=30,
-                         preexec_fn=_limits)
-    elapsed = time.monotonic() - start
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout), elapsed
+    return explain_limited(folder, CPU_SECONDS, timeout=30)
 
 
 def _nested(levels: int) -> list:

@@ -8,22 +8,18 @@ opcode would change them; explain runs in a process limited to 1 GiB of address 
 
 from __future__ import annotations
 
-import json
 import pickle
 import pickletools
-import resource
 import struct
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from frdumps import claim_length, claim_memo_slot, entry, mutated, torch_dump
+from frdumps import (CYCLING_COLLECTIVES, claim_length, claim_memo_slot, entry,
+                     explain_limited, mutated, torch_dump)
 from ncclcheck.flightrec.claims import Overclaim, check_claims
 from ncclcheck.flightrec.load import DumpError, read_dump
 
-ADDRESS_SPACE = 1 << 30
 CPU_SECONDS = 30
 MEMO_OPS = {"PUT", "BINPUT", "LONG_BINPUT", "GET", "BINGET", "LONG_BINGET"}
 
@@ -31,23 +27,11 @@ MEMO_OPS = {"PUT", "BINPUT", "LONG_BINPUT", "GET", "BINGET", "LONG_BINGET"}
 @pytest.fixture(scope="module")
 def real_dump(tmp_path_factory) -> bytes:
     """300 collectives in a 200-entry buffer: more than the newest entries explain cuts."""
-    return torch_dump(tmp_path_factory.mktemp("real"), 200,
-                      "for i in range(300):\n"
-                      "    dist.broadcast(t, 0) if i % 3 == 0 else dist.all_reduce(t)\n")
+    return torch_dump(tmp_path_factory.mktemp("real"), 200, CYCLING_COLLECTIVES)
 
 
-def _limits() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
-    resource.setrlimit(resource.RLIMIT_CPU, (CPU_SECONDS, CPU_SECONDS))
-
-
-def explain_limited(folder: Path) -> dict:
-    """``ncclcheck explain --format json`` on ``folder`` within the limits above."""
-    out = subprocess.run([sys.executable, "-m", "ncclcheck", "explain", "--format", "json",
-                          str(folder)], capture_output=True, text=True, timeout=60,
-                         preexec_fn=_limits)
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout)
+def _explain(folder: Path) -> dict:
+    return explain_limited(folder, CPU_SECONDS, timeout=60)[0]
 
 
 def _unreadable(result: dict) -> list[str]:
@@ -67,7 +51,7 @@ def test_a_real_dump_claiming_a_huge_memo_slot_is_refused_in_bounded_memory(
         tmp_path, real_dump, slot, newest):
     # 40 million slots fit the limit (the unpickler would clear 640 MB and read the dump);
     # 4 billion do not (it would fail for memory): both are one corrupted opcode
-    notes = _unreadable(explain_limited(_folder(tmp_path, claim_memo_slot(real_dump, slot,
+    notes = _unreadable(_explain(_folder(tmp_path, claim_memo_slot(real_dump, slot,
                                                                           newest))))
     assert len(notes) == 1, notes
     assert "is a truncated or corrupt pickle (LONG_BINPUT at byte" in notes[0]
@@ -75,7 +59,7 @@ def test_a_real_dump_claiming_a_huge_memo_slot_is_refused_in_bounded_memory(
 
 
 def test_a_real_dump_claiming_a_huge_string_is_refused_in_bounded_memory(tmp_path, real_dump):
-    notes = _unreadable(explain_limited(_folder(tmp_path, claim_length(real_dump, 2**32 - 16))))
+    notes = _unreadable(_explain(_folder(tmp_path, claim_length(real_dump, 2**32 - 16))))
     assert len(notes) == 1, notes
     assert "is a truncated or corrupt pickle (BINUNICODE at byte" in notes[0]
     assert "claims 4,294,967,280 bytes where" in notes[0]
@@ -83,7 +67,7 @@ def test_a_real_dump_claiming_a_huge_string_is_refused_in_bounded_memory(tmp_pat
 
 def test_the_unmutated_real_dump_reads_as_before_within_the_limits(tmp_path, real_dump):
     folder = _folder(tmp_path, real_dump)
-    result = explain_limited(folder)
+    result = _explain(folder)
     assert not _unreadable(result)
     assert [n["id"] for n in result["notes"]][:1] == ["fr.all_completed"]
     check_claims(real_dump)
