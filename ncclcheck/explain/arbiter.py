@@ -11,11 +11,11 @@ wins and never one of its consequences:
    neither a launcher's report nor a line a signature knows as a consequence: engine.py);
    the consequences (a peer's absence, a watchdog that waited in vain), which only say that
    something failed elsewhere; warnings that name a cause (a connect refused with an errno);
-   a launcher's report that a worker exited with an error code or aborted (its own output
-   says why: when the run shows a failure line of its own that no reader could name, the
-   report is not the root cause either, the failure is unexplained); and what a launcher did
-   afterwards (stop the survivors), which is never the root cause. A crash or an outside kill a launcher reports is
-   a failure of its own, a weak cause.
+   then, never the root cause, a launcher's report that a worker exited with an error code or
+   aborted (its own output says why: the contract's "never a launcher's report of a death";
+   with nothing else the run has no root cause and the hypotheses say a rank died) and what a
+   launcher did afterwards (stop the survivors). A crash or an outside kill a launcher
+   reports is a failure of its own, a weak cause.
 2. **Time**: within a standing, the earliest failure across ranks and files, when every
    candidate carries a timestamp (torchrun's own report names its "Root Cause (first observed
    failure)" the same way).
@@ -48,7 +48,7 @@ STANDING: tuple[tuple[Role, Weight | None], ...] = (
     (Role.CAUSE, Weight.KEYWORD),
     (Role.CONSEQUENCE, None),
     (Role.WARNING, None),
-    (Role.REPORT, None),
+    (Role.REPORT, None),      # shown, never the root cause (evidence.NEVER_ROOT)
     (Role.AFTERMATH, None),   # shown, never the root cause (evidence.NEVER_ROOT)
     (Role.CONTEXT, None),     # explains a generic failure, never stands alone
 )
@@ -70,17 +70,22 @@ def standing(finding) -> int:
     return _RANK.get(key, _RANK[(Role.CAUSE, Weight.WEAK)])
 
 
-def choose_root(findings: Iterable, failure_shown: bool = False) -> object | None:
-    """The root cause among ``findings`` (Finding objects), or None when none may be one (what
-    launchers did after a death, context facts; a launcher's report of a death when the run
-    shows a failure line of its own that nothing read: ``failure_shown``)."""
+def choose_root(findings: Iterable) -> object | None:
+    """The root cause among ``findings`` (Finding objects), or None when none may be one (a
+    launcher's report of a death, what launchers did after it, context facts)."""
     findings = list(findings)
-    never = NEVER_ROOT | {Role.REPORT} if failure_shown else NEVER_ROOT
-    eligible = [f for f in findings if f.role not in never]
+    eligible = [f for f in findings if f.role not in NEVER_ROOT]
     if not eligible:
         return None
     best = min(standing(f) for f in eligible)
     root = _first([f for f in eligible if standing(f) == best])
+    if root.role is Role.CONSEQUENCE:
+        # a consequence says that something failed elsewhere; a warning printed before it that
+        # names a cause (a net plugin that did not load, a SHARP init error) is that something
+        named = [f for f in findings if f.role is Role.WARNING
+                 and is_specific(f.signature, f.first.text) and not _after(f, root)]
+        if named:
+            return min(named, key=lambda f: (-f.signature.priority, f.first.order))
     if is_generic(root.signature, root.first.text):
         specific = [f for f in findings if f.role is not Role.AFTERMATH
                     and (f.role is not Role.CAUSE or f.weight == Weight.KEYWORD)
@@ -117,11 +122,11 @@ def _first(candidates: list) -> object:
     return min(candidates, key=lambda f: (-f.signature.priority, f.first.order))
 
 
-def ordered(findings: Iterable, failure_shown: bool = False) -> tuple[object | None, list]:
+def ordered(findings: Iterable) -> tuple[object | None, list]:
     """(the root cause or None, then every finding: the root first, the rest by standing,
-    priority and reading order); ``failure_shown`` as for choose_root."""
+    priority and reading order)."""
     findings = list(findings)
-    root = choose_root(findings, failure_shown)
+    root = choose_root(findings)
     rest = sorted((f for f in findings if f is not root),
                   key=lambda f: (standing(f), -f.signature.priority, f.first.order))
     return root, (rest if root is None else [root, *rest])

@@ -12,8 +12,8 @@ says only what it sees, as evidence with:
   *warning* is something the program carried on from. A launcher's report of a death takes its
   role from how the process died: a crash (SIGSEGV, SIGBUS, ...) or an outside kill (SIGKILL:
   the OOM killer, a scheduler) is a failure of its own, a cause; an exit code or SIGABRT is a
-  report, the root cause only when nothing else in the logs says anything (a rank crashed, its
-  reason not in these logs); SIGTERM is the launcher stopping it, never the root cause.
+  report, never the root cause (with nothing else, the hypotheses lead with the death it
+  reports and a note names the process to read); SIGTERM is the launcher stopping it.
   Appending a launcher's tail to a log does not change why the run failed;
 - a **weight**, for causes: how much the evidence says about why. A message that names the
   cause, a context fact that explains a generic error or a flight-recorder verdict is decisive;
@@ -44,10 +44,11 @@ class Role(str, enum.Enum):
     CONTEXT = "context"      # a fact that can explain a failure, never one by itself
 
 
-# Roles that never stand as the root cause: what a launcher did after a failure (stop the
-# survivors, cancel the step) is never why the run failed, and a context fact (a subsystem's
-# warning, an interface on loopback) only explains a failure the run shows.
-NEVER_ROOT = frozenset({Role.AFTERMATH, Role.CONTEXT})
+# Roles that never stand as the root cause: a launcher's report that a process exited or
+# aborted says how it ended, not why; what a launcher did after a failure (stop the survivors,
+# cancel the step) is never why the run failed; a context fact (a subsystem's warning, an
+# interface on loopback) only explains a failure the run shows.
+NEVER_ROOT = frozenset({Role.REPORT, Role.AFTERMATH, Role.CONTEXT})
 
 
 class Weight(enum.IntEnum):

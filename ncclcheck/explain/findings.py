@@ -137,8 +137,6 @@ class Findings:
         self.pid_owner: dict[tuple[str, Any], tuple[int, str | None]] = {}
         self.hits = 0
         self.last_line: dict[str, int] = {}  # file -> its latest line that any finding read
-        # a failure line no launcher printed and no signature claimed (readers/text_model.py)
-        self.failure_shown = False
 
     def add(self, hit: Hit) -> None:
         self.hits += 1
@@ -163,7 +161,7 @@ class Findings:
         # a run that went on after a failure recovered from it; not from being slow
         findings = [f for f in findings if not f.recovered(self.recovered)
                     or f.signature.category == Category.DEGRADED]
-        root, found = ordered(findings, self.failure_shown)
+        root, found = ordered(findings)
         if root is not None:
             root.root_cause = True
         # A guess (the text model's reading, the keyword cues) is shown only where it is the

@@ -114,10 +114,14 @@ def hypotheses(findings: list[Finding], reading: Reading | None,
     guesses, below the threshold it names a root cause at); none for a log without such a line
     (a clean log has no hypothesis)."""
     if not findings or not findings[0].root_cause:
+        out = _death_reported(findings, model)
         if reading is None or not reading.failed:
-            return []
-        return [Hypothesis(category, p, "model", reading.evidence.get(category, ())[:MAX_EVIDENCE])
-                for category, p in reading.failing()[:MAX_HYPOTHESES]]
+            return out
+        lead = {h.category for h in out}
+        return out + [Hypothesis(category, p, "model",
+                                 reading.evidence.get(category, ())[:MAX_EVIDENCE])
+                      for category, p in reading.failing()
+                      if category not in lead][:MAX_HYPOTHESES - len(out)]
     root = findings[0]
     lead = root.signature.category.value
     confidence = _root_confidence(root, reading, model)
@@ -144,6 +148,21 @@ def hypotheses(findings: list[Finding], reading: Reading | None,
         if len(out) == MAX_HYPOTHESES:
             break
     return out
+
+
+def _death_reported(findings: list[Finding], model: TextModel | None) -> list[Hypothesis]:
+    """With no root cause: a launcher's report that a process exited with an error or aborted
+    is never the root cause (its own output says why), but that a rank died is still the
+    likeliest reading of a run that shows nothing else, as good as a consequence standing
+    first (a peer's absence) on dev."""
+    reports = [f for f in findings if f.role is Role.REPORT]
+    if not reports:
+        return []
+    hit = reports[0].first
+    precision = model.signature_precision if model is not None else {}
+    confidence = precision.get("consequence", precision.get("other", 0.5))
+    return [Hypothesis(reports[0].signature.category.value, confidence, "signature",
+                       (EvidenceLine(hit.file, hit.line, hit.text[:300], 1.0),))]
 
 
 def unexplained_failure(reading: Reading | None) -> Note | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ncclcheck.explain.evidence import NEVER_ROOT
+from ncclcheck.explain.evidence import Role
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ COLLECT_NEXT = Note("explain.collect_next", (
 def ended_without_reason(findings: list) -> Note | None:
     """With no root cause: the launcher's report that a process ended, which says how, not why
     (its own output does)."""
-    reports = [f for f in findings if f.role in NEVER_ROOT]
+    reports = [f for f in findings if f.role in (Role.REPORT, Role.AFTERMATH)]
     if not reports:
         return None
     hit = reports[0].first

@@ -68,7 +68,6 @@ def read_file_end(run: Run, file: str, edges: list[tuple[int, str]]) -> None:
 
 
 def read_run(run: Run) -> None:
-    run.findings.failure_shown = run.text.failed  # the arbiter's reason to doubt a report
     if run.model is not None:
         run.reading = run.model.read(run.text)
     add_model_reading(run.findings, run.reading)
