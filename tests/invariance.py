@@ -106,10 +106,17 @@ def read(path: Path, model: TextModel | None) -> Reading:
 def evidence(path: Path, findings: list[Finding]) -> dict[str, frozenset[int]]:
     """The 1-based lines of each file that any finding's signature matches (a duplicate rank
     is two lines, a signature can require another), and the lines the root cause was read
-    and inferred from."""
+    and inferred from: its own, the context lines its facts name (``line1``,
+    ``context_line``), the lines a model's reading weighed most (``evidence``)."""
     lines: dict[str, set[int]] = {}
     root = next(f for f in findings if f.root_cause).first
-    for where in ({"file": root.file, "line": root.line}, root.inferred_from or {}):
+    read_from = [{"file": root.file, "line": root.line}, root.inferred_from or {}]
+    for key, value in root.facts.items():
+        if isinstance(value, int) and (key.startswith("line") or key.endswith("_line")):
+            read_from.append({"file": root.facts.get(key.replace("line", "file"), root.file),
+                              "line": value})
+    read_from += [e for e in root.facts.get("evidence", ()) if isinstance(e, dict)]
+    for where in read_from:
         if where.get("line"):
             lines.setdefault(Path(where["file"]).name, set()).add(int(where["line"]))
     for source in _files(path):

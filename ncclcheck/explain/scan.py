@@ -8,6 +8,9 @@ summary, up to a cap per file, since everything it reports is printed at communi
 
 from __future__ import annotations
 
+import re
+from bisect import insort
+
 from dataclasses import dataclass
 from functools import partial
 from typing import BinaryIO, Callable, Collection, Iterable, Iterator
@@ -199,12 +202,15 @@ class Scanner:
                                  bool(why & NEXT), bool(why & CONTEXT), bool(why & ERROR),
                                  bool(why & RATE), why & KINDS))
             if why & GATE and GOES_ON.search(raw):
-                nxt = end + 1
+                nxt = _rest_of(body, start, end + 1)
                 if nxt >= len(body):
                     pending_next = True
-                elif nxt not in starts:  # the next start in order, since it is the next line
+                elif nxt not in starts and nxt == end + 1:  # the next start in order: next line
                     starts[nxt] = GATE | NEXT
                     queued = nxt
+                elif nxt not in starts:  # after other printers' lines: in its place in order
+                    starts[nxt] = GATE | NEXT
+                    insort(ordered, nxt)
                 else:
                     starts[nxt] |= GATE | NEXT
         return out, pending_next, info_left
@@ -266,6 +272,37 @@ def _group(body: bytes, hits: Iterable[tuple[int, int]]) -> list[tuple[int, int,
         else:
             ids.add(literal_id)
     return lines
+
+
+# Who printed a line, where a combined log says so: torchrun's [rank3]: or [default3]:, srun -l's
+# "3: ", NCCL's host:pid (its thread apart).
+_PRINTER = re.compile(rb"\s*(?:\[(rank\d+)\]:|\[([A-Za-z_]+\d+)\]:|(\d{1,6}): |([\w.-]+:\d+):\d+ \[)")
+REST_WITHIN = 8  # lines of other printers looked past for the rest of a message
+
+
+def _printer(line: bytes) -> bytes | None:
+    found = _PRINTER.match(line)
+    return None if found is None else next(g for g in found.groups() if g is not None)
+
+
+def _rest_of(body: bytes, start: int, nxt: int) -> int:
+    """Where the rest of the message on the line at ``start`` begins: the next line, or in a
+    log that several ranks print into, the next line of the same printer when lines of
+    others came in between (as many as REST_WITHIN)."""
+    size = len(body)
+    if nxt >= size:
+        return nxt
+    header = _printer(body[start:start + 80])
+    at = nxt
+    for _ in range(REST_WITHIN):
+        printer = _printer(body[at:at + 80])
+        if printer is None or printer == header:
+            return at
+        end = body.find(b"\n", at)
+        if end < 0 or end + 1 >= size:
+            return nxt
+        at = end + 1
+    return nxt
 
 
 def _decode(raw: bytes) -> str:

@@ -61,6 +61,7 @@ class Death:
     gpu_oom: bool = False
     shm: bool = False
     memory: bool = False  # the log speaks of host memory (usage figures, RSS, OOM, swap)
+    context_at: tuple[str, int] | None = None  # (file, line): the first line giving the context
 
 
 def signal_of(message: str) -> int | None:
@@ -84,18 +85,22 @@ def signal_of(message: str) -> int | None:
 
 def deaths(text: LogText) -> list[Death]:
     """Every signal death the log's kept lines show, each with the memory context of the run."""
-    oom_killer = gpu_oom = shm = memory = False
+    where: dict[str, tuple[str, int]] = {}  # each context -> the first (file, line) showing it
     found: list[tuple[int, str, int, str]] = []
     for file, number, line, _ in text.lines:
         message = strip_prefix(line)
-        oom_killer = oom_killer or bool(_OOM_KILLER.search(message))
-        gpu_oom = gpu_oom or bool(_GPU_OOM.search(message))
-        shm = shm or bool(_SHM.search(message))
-        memory = memory or bool(_MEMORY.search(message))
+        for name, pattern in (("oom_killer", _OOM_KILLER), ("gpu_oom", _GPU_OOM), ("shm", _SHM),
+                              ("memory", _MEMORY)):
+            if name not in where and pattern.search(message):
+                where[name] = (file, number)
         sig = signal_of(message)
         if sig is not None:
             found.append((sig, file, number, line))
-    return [Death(sig, file, number, line, oom_killer, gpu_oom, shm, memory)
+    oom_killer, gpu_oom, shm, memory = (name in where for name in
+                                        ("oom_killer", "gpu_oom", "shm", "memory"))
+    context = next((where[name] for name in ("oom_killer", "shm", "memory") if name in where),
+                   None)
+    return [Death(sig, file, number, line, oom_killer, gpu_oom, shm, memory, context)
             for sig, file, number, line in found]
 
 
@@ -141,6 +146,10 @@ def add_signal_cause(hits: Findings, text: LogText, catalogue: Catalogue | None 
                  "context": ("the log shows the OOM killer" if death.oom_killer else
                              "the log mentions shared memory" if death.shm else
                              "the log speaks of host memory" if death.memory else "")}
+        if death.context_at is not None:  # the line that shows that context
+            facts["context_line"] = death.context_at[1]
+            if death.context_at[0] != death.file:
+                facts["context_file"] = death.context_at[0]
         hits.add(Hit(sig, facts, death.file, death.line, death.text[:300], None, None, None,
                      hits.hits, inferred_from={"file": death.file, "line": death.line,
                                                "text": death.text[:300]},

@@ -23,6 +23,7 @@ from ncclcheck.explain.scan import Candidate
 _BLOCK_FIELD = re.compile(r"^\s*(?P<key>time|host|rank)\s*:\s*(?P<value>\S+)")
 _HOST_FACTS = ("node", "hostname")
 _RANK_FACTS = ("task",)
+CONTINUES_WITHIN = 8  # lines between a message's header and its rest, other ranks' included
 
 
 def read_line(run: Run, line: Line) -> None:
@@ -31,13 +32,17 @@ def read_line(run: Run, line: Line) -> None:
     state = run.state.setdefault(("signatures", line.file), {})
     message = line.info.message
     matched = run.matcher.match(message)
-    above = state.get("above")
-    if matched is None and line.candidate.continues and above is not None:
-        matched = run.matcher.match_continued(above, message)
+    speaker = (line.info.rank, line.info.host)
+    if matched is None and line.candidate.continues:
+        above = _above(state, speaker, line.number)
+        if above is not None:
+            matched = run.matcher.match_continued(above, message)
     # a message a signature read on its own line is whole: the line below is not its rest
     # (a last resort, an exception no signature knows, may still go on to name its cause)
     whole = matched is not None and matched[0].claim_level != LAST_RESORT
-    state["above"] = None if whole else message
+    headers = state.setdefault("above", {})
+    headers[speaker] = None if whole else (message, line.number)
+    state["last"] = speaker
     if matched is None:
         return
     sig, facts = matched
@@ -47,6 +52,20 @@ def read_line(run: Run, line: Line) -> None:
     hits.add(Hit(sig, facts, line.file, line.number, excerpt(line.text, sig),
                  _rank(line.info, facts, line.file_rank), _host(line.info, facts),
                  line.info.time, hits.hits))
+
+
+def _above(state: dict[str, Any], speaker: tuple, number: int) -> str | None:
+    """The message a continuation line may finish: the last one its own printer (rank, host)
+    left open, so that another rank's line printed in between (a combined log of several
+    ranks) does not cut it off; for a line that names no printer, the last one left open.
+    Only a few lines back: a message goes on directly below its header."""
+    headers = state.get("above", {})
+    held = headers.get(speaker)
+    if held is None and speaker == (None, None):
+        held = headers.get(state.get("last"))
+    if held is None or number - held[1] > CONTINUES_WITHIN:
+        return None
+    return held[0]
 
 
 def _add_context(sig: Signature, facts: dict[str, Any], info: LineInfo, cand: Candidate) -> None:

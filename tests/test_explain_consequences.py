@@ -1,0 +1,137 @@
+"""The first failure, never what follows it: a launcher's report of a death, other ranks'
+lines printed in between, a consequence beside the warning that explains it.
+
+Every log here is made of lines real software printed (the corpus's logs, the launcher tails of
+tests/data/logs/tails/, which real torchrun, srun and mpirun printed); what is put together is
+the shape a combined log of several ranks has.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ncclcheck.explain.engine import explain
+
+LOGS = Path(__file__).resolve().parent / "data" / "logs"
+TAILS = LOGS / "tails"
+WORLD = LOGS / "world"
+
+# A hang with no error line of its own (NCCL INFO only), then the launcher's report.
+QUIET = ("node1:2031:2031 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n"
+         "node1:2031:2031 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n")
+
+
+def _explain(tmp_path: Path, text: str, name: str = "job.log"):
+    path = tmp_path / name
+    path.write_text(text, "utf-8")
+    return explain([str(path)]).to_dict()
+
+
+def test_a_launchers_report_alone_is_no_root_cause_but_leads_the_hypotheses(tmp_path):
+    """torchrun's "exitcode: 1" says how a worker ended, not why (contract: never the root
+    cause); explain says so, names the process to read, and keeps rank_crashed as the
+    likeliest reading."""
+    for tail in ("torchrun-exit1", "torchrun-abort", "srun-exit1", "mpirun-exit1"):
+        found = _explain(tmp_path, QUIET + (TAILS / f"{tail}.txt").read_text("utf-8"))
+        assert not any(f["root_cause"] for f in found["findings"]), tail
+        assert "verdict" not in found, tail
+        assert found["hypotheses"][0]["category"] == "rank_crashed", tail
+        assert found["hypotheses"][0]["source"] == "signature"
+        notes = [n["id"] for n in found["notes"]]
+        assert "explain.ended_without_reason" in notes, (tail, notes)
+
+
+def test_a_crash_the_launcher_reports_is_still_a_cause(tmp_path):
+    """SIGSEGV is a failure of its own, not a report of one."""
+    tail = (TAILS / "torchrun-abort.txt").read_text("utf-8")
+    crashed = tail.replace("-6 (pid: 2032)  (SIGABRT)", "-11 (pid: 2032)  (SIGSEGV)").replace(
+        "Signal 6 (SIGABRT)", "Signal 11 (SIGSEGV)").replace("exitcode: -6", "exitcode: -11")
+    found = _explain(tmp_path, QUIET + crashed)
+    root = found["findings"][0]
+    assert root["root_cause"] and root["category"] == "rank_crashed"
+
+
+def test_appending_a_launchers_tail_keeps_the_root_cause(tmp_path):
+    """A watchdog log of one rank ending in torchrun's exitcode -6: the timeout, not "a worker
+    was killed by a signal"."""
+    log = (WORLD / "dev" / "c2-020-accelerate-long-file-scan-watchdog-timeout.log").read_text(
+        "utf-8")
+    for tail in ("torchrun-abort", "srun-l-abort", "mpirun-abort"):
+        found = _explain(tmp_path, log + (TAILS / f"{tail}.txt").read_text("utf-8"))
+        assert found["findings"][0]["id"] == "torch.watchdog_timeout", tail
+
+
+def test_another_ranks_line_does_not_cut_a_message_from_its_rest(tmp_path):
+    """An exception's message goes on below its header; in a log several ranks print into,
+    another rank's line can come in between (real: the header and the rest are one print of
+    rank 0, the Gloo line one of rank 1)."""
+    gloo = ("[rank1]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/"
+            "pair.cc:553] Connection closed by peer [127.0.0.1]:35734. This is typically caused "
+            "by a remote worker crashing.")
+    header = ("lightning.fabric.utilities.exceptions.MisconfigurationException: You requested "
+              "gpu: [0, 1]")
+    rest = " But your machine only has: [0]"
+    for between in ([], [gloo], [gloo, gloo.replace("rank1", "rank2")]):
+        found = _explain(tmp_path, "\n".join([header, *between, rest]) + "\n")
+        root = found["findings"][0]
+        assert root["id"] == "lightning.requested_gpus_unavailable", between
+        assert root["line"] == 2 + len(between)
+
+
+def test_the_rest_is_looked_for_only_a_few_lines_down(tmp_path):
+    """Past REST_WITHIN lines of others the header stands alone (a message goes on directly)."""
+    from ncclcheck.explain.scan import REST_WITHIN
+    header = ("lightning.fabric.utilities.exceptions.MisconfigurationException: You requested "
+              "gpu: [0, 1]")
+    others = [f"[rank{r}]: RuntimeError: Connection closed by peer" for r in
+              range(1, REST_WITHIN + 3)]
+    found = _explain(tmp_path, "\n".join([header, *others, " But your machine only has: [0]"]))
+    assert all(f["id"] != "lightning.requested_gpus_unavailable" for f in found["findings"])
+
+
+def test_a_warning_that_names_a_cause_explains_a_consequence(tmp_path):
+    """The net plugin that did not load (NCCL carried on over sockets), then peers lost their
+    connections: the plugin, not "a peer crashed"."""
+    log = (WORLD / "dev" / "c3-011-conda-aws-ofi-nccl-190-libfabric-symbol-version.log").read_text(
+        "utf-8")
+    alone = _explain(tmp_path, log)["findings"][0]
+    assert alone["id"] == "nccl.net_plugin_broken"
+    closed = ("worker-4:3063025:3066048 [0] misc/socket.cc:49 NCCL WARN socketProgress: "
+              "Connection closed by remote peer worker-3<51159>\n")
+    found = _explain(tmp_path, log + closed)
+    assert found["findings"][0]["id"] == "nccl.net_plugin_broken"
+    assert found["findings"][0]["root_cause"]
+
+
+def test_a_consequence_printed_before_the_warning_is_not_explained_by_it(tmp_path):
+    """What came later cannot have caused it: a warning after the consequence stays a warning."""
+    closed = ("worker-4:3063025:3066048 [0] misc/socket.cc:49 NCCL WARN socketProgress: "
+              "Connection closed by remote peer worker-3<51159>\n")
+    log = (WORLD / "dev" / "c3-011-conda-aws-ofi-nccl-190-libfabric-symbol-version.log").read_text(
+        "utf-8")
+    found = _explain(tmp_path, closed + log)
+    assert found["findings"][0]["id"] == "nccl.connection_closed"
+
+
+def test_a_generic_consequence_of_the_models_category_leaves_the_reading_in(tmp_path):
+    """NCCL's "remote process exited or there was a network error" is a connection category
+    result that says nothing of why: the model's confident reading still stands (interleaving it
+    must not turn a connection reading into "a peer crashed")."""
+    log = (WORLD / "test" / "c8-033-volcano-horovodrun-task-connected-from-different-address-nat"
+           ".log").read_text("utf-8")
+    remote = ("[rank5]: torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/"
+              "distributed/c10d/NCCLUtils.hpp:268, remote process exited or there was a network "
+              "error, NCCL version 2.21.5\n")
+    assert _explain(tmp_path, log)["findings"][0]["id"] == "model.connection"
+    assert _explain(tmp_path, remote + log)["findings"][0]["id"] == "model.connection"
+
+
+def test_a_sigkill_read_with_memory_names_the_line_that_spoke_of_it(tmp_path):
+    found = _explain(tmp_path, (WORLD / "dev" / "c2-009-deepspeed-gptj-zero2-host-oom-sigkill.log")
+                     .read_text("utf-8"))
+    root = found["findings"][0]
+    assert root["id"] == "host.killed_by_sigkill"
+    line = root["facts"]["context_line"]
+    text = (tmp_path / "job.log").read_text("utf-8").splitlines()[line - 1]
+    assert any(word in text.lower() for word in ("memory", "oom", "rss", "swap", "ram", "gb",
+                                                 "mem")), text
