@@ -138,3 +138,46 @@ def test_80_wide_rows_of_one_table_are_not_joined():
             "#   Rank  1 Pid   2066 on ip-172-31-22-230 device  0 [0x00] Tesla V100-SXM2-16GB"]
     assert all(len(row) == 80 for row in rows)
     assert wrap_width(("\n".join(rows) + "\n").encode(), complete=True) is None
+
+
+def test_in_a_wrapped_file_80_wide_rows_of_one_format_stay_apart():
+    """A capture wrapped at 80 columns that also holds nccl-tests' rank rows, 80 wide by
+    themselves: each row stays a line (two processes that both say "Rank 0" are two lines)."""
+    command = ("ih@ip-172-31-22-230:~/nccl-tests/src$ mpirun -host localhost,172.31.20.228 -np 2"
+               " -verbose /home/ih/nccl-tests/build/all_reduce_perf -b 1250M -e 1250M -g 1")
+    header = ("# nThread 1 nGpus 1 minBytes 1310720000 maxBytes 1310720000 step: 1048576(bytes)"
+              " warmup iters: 5 iters: 20 validation: 1")
+    rows = ["#   Rank  0 Pid   1320 on ip-172-31-20-228 device  0 [0x00] Tesla V100-SXM2-16GB",
+            "#   Rank  0 Pid   2066 on ip-172-31-22-230 device  0 [0x00] Tesla V100-SXM2-16GB"]
+    lines = [command[:80], command[80:], header[:80], header[80:], *rows, "#"]
+    stream, physical = unwrap(io.BytesIO(("\n".join(lines) + "\n").encode()))
+    assert stream.read().decode().splitlines() == [command, header, *rows, "#"]
+    assert [physical(n) for n in (1, 2, 3, 4)] == [1, 3, 5, 6]
+
+
+def test_a_cut_that_fell_on_a_space_is_rejoined(tmp_path):
+    """The terminal cut at a space: the rest starts with that one space (an indent of more is
+    a traceback's code line, never joined)."""
+    message = ("[0] misc/socket.cc:71 NCCL WARN socketProgress: Connection closed by remote peer"
+               " 10.10.1.3<36138>")
+    assert len(message[:80]) == 80 and message[80] == " "
+    assert wrap_width((message[:80] + "\n" + message[80:] + "\n").encode(), complete=True) == 80
+    indented = message[:80] + "\n    10.10.1.3<36138>\n"
+    assert wrap_width(indented.encode(), complete=True) is None
+
+
+def test_a_journald_source_has_a_pid_and_a_message_its_own_words(tmp_path):
+    """journald's short format names "host program[pid]:" (the kernel has no pid); after a
+    timestamping tee's clock, "initializing ddp: GLOBAL_RANK: ..." is Lightning's message."""
+    from ncclcheck.explain.lines import parse_line
+    assert parse_line("Dec 07 02:55:21 initializing ddp: GLOBAL_RANK: 1, MEMBER: 2/8").message \
+        == "initializing ddp: GLOBAL_RANK: 1, MEMBER: 2/8"
+    journald = parse_line("Dec 07 02:55:21 node3 python[4242]: NCCL WARN Cuda failure 'out of "
+                          "memory'")
+    assert journald.message.startswith("NCCL WARN")
+    assert parse_line("Dec 07 02:55:21 node3 kernel: Out of memory: Killed process 4242").message \
+        .startswith("Out of memory")
+    log = tmp_path / "tee.log"
+    log.write_text("".join(f"Dec 07 02:55:2{n} initializing ddp: GLOBAL_RANK: {r}, MEMBER: "
+                           f"{r + 1}/8\n" for n, r in enumerate((1, 1, 2, 2, 3, 3, 0, 0))))
+    assert explain([str(log)]).root.signature.id == "lightning.duplicate_global_rank"

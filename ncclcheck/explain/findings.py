@@ -115,9 +115,18 @@ class Finding:
         }
 
 
+def _role(hit: Hit) -> Role:
+    return hit.role or role_of(hit.signature, hit.facts)
+
+
 def _earlier(a: Hit, b: Hit) -> bool:
-    """Whether ``a`` should speak for its finding instead of ``b``: earlier in time, and at
-    equal time the line that says more (names a rank or host), then the first one read."""
+    """Whether ``a`` should speak for its finding instead of ``b``: a failure of its own before
+    a report of one (a SIGKILL before a SIGABRT the same launcher reported later), then earlier
+    in time, and at equal time the line that says more (names a rank or host), then the first
+    one read."""
+    cause_a, cause_b = _role(a) is Role.CAUSE, _role(b) is Role.CAUSE
+    if cause_a != cause_b:
+        return cause_a
     if a.time is not None and b.time is not None and a.time != b.time:
         return a.time < b.time
     known_a, known_b = (a.rank is not None) + bool(a.host), (b.rank is not None) + bool(b.host)

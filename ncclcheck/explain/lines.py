@@ -21,8 +21,10 @@ from datetime import datetime, timedelta
 GOES_ON = re.compile(rb"(?:Last error:|(?:Error|Exception):(?: .{0,200})?)\s*$")
 _MONTHS = "Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec"
 _SYSLOG_STAMP = r"(?:" + _MONTHS + r")\s+\d{1,2}\s\d\d:\d\d:\d\d\s"
-# journald's "host program[pid]: " after its clock (a timestamping tee prints the clock alone)
-_JOURNALD_SOURCE = r"(?:(?P<jhost>[\w.\-]+)\s[\w.\-/]+(?:\[\d+\])?:\s)?"
+# journald's "host program[pid]: " after its clock (a timestamping tee prints the clock alone);
+# journald names the pid of every process but the kernel's, so "host word: " without one is a
+# message's own words ("initializing ddp: GLOBAL_RANK: ..."), not a source
+_JOURNALD_SOURCE = r"(?:(?P<jhost>[\w.\-]+)\s(?:[\w.\-/]+\[\d+\]|kernel):\s)?"
 # The common prefixes first (a regex tries its alternatives in order), collectors' last.
 _PREFIXES = r"""\s*(?:
         \[rank(?P<rank>\d+)\]:\s?                                   # torchrun --tee / log prefix

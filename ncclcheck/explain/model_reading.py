@@ -72,10 +72,11 @@ def add_model_reading(hits: Findings, reading: Reading | None) -> bool:
     if category is None:
         return False
     if any(f.signature.category.value == category for f in hits.by_id.values()
-           if f.role is not Role.WARNING and not f.signature.id.startswith(PREFIX)
+           if f.role in (Role.CAUSE, Role.CONSEQUENCE) and not f.signature.id.startswith(PREFIX)
            and not is_generic(f.signature, f.first.text)):
         return False  # a signature already says so, with its own text and fix (a generic
-        # result of that category, NCCL's "remote process exited", does not say why)
+        # result of that category, NCCL's "remote process exited", does not say why; a
+        # launcher's report or what it did afterwards never stands as the root cause)
     lines = reading.evidence.get(category, ())
     if not lines:
         return False

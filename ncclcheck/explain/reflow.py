@@ -52,8 +52,9 @@ def wrap_width(head: bytes, complete: bool) -> int | None:
             _shape(lines[i + 1]) != _shape(lines[i]) for i in wrapped):
         return width
     # A short paste cut once at the terminal's width, mid-text: the rest starts at column 0
-    # with no indent (a traceback's code line, a table's next row would be indented or a record)
-    once = [i for i in wrapped if width == TERMINAL and not lines[i + 1][:1].isspace()
+    # with no indent, or with the one space the cut fell on (a traceback's code line, a
+    # table's next row would be indented further or be a record)
+    once = [i for i in wrapped if width == TERMINAL and not _indented(lines[i + 1])
             and _shape(lines[i + 1]) != _shape(lines[i])]
     return width if len(wrapped) == len(once) == 1 else None
 
@@ -76,6 +77,20 @@ def columns(line: bytes) -> int:
 def _continues(line: bytes) -> bool:
     """Whether ``line`` can be the rest of the line above (not empty, not a new record)."""
     return bool(line.strip()) and not _RECORD_START.match(line)
+
+
+def _same_format(above: bytes, line: bytes) -> bool:
+    """Whether ``line`` starts as a record of the format of ``above`` does: the same shape, or
+    the same leading mark (nccl-tests' "#" rows, "[0] ..." records), which the rest of a wrapped
+    line does not repeat."""
+    mark = above[:1]
+    return _shape(line) == _shape(above) or (
+        bool(mark) and not mark.isalnum() and not mark.isspace() and line[:1] == mark)
+
+
+def _indented(line: bytes) -> bool:
+    """Whether ``line`` starts indented: more than the single space a wrap can cut at."""
+    return line[:1].isspace() and (line[:1] != b" " or line[1:2].isspace() or not line[1:2])
 
 
 def _wrappable(line: bytes) -> bool:
@@ -125,8 +140,10 @@ class _Reflowed:
     def _join(self, lines: list[bytes]) -> bytes:
         out: list[bytes] = []
         for line in lines:
-            if self._pieces and not _continues(line):
-                out.append(self._emit(self._pieces))  # a full-width line that was not wrapped
+            if self._pieces and (not _continues(line) or _same_format(self._pieces[-1], line)):
+                # a full-width line that was not wrapped: what follows is a new record, or
+                # the next row of the same format (nccl-tests' "#   Rank  0 Pid ..." rows)
+                out.append(self._emit(self._pieces))
                 self._pieces = []
             body = line.rstrip(b"\r")
             if columns(body) == self._width and _wrappable(body):
