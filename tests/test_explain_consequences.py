@@ -135,3 +135,30 @@ def test_a_sigkill_read_with_memory_names_the_line_that_spoke_of_it(tmp_path):
     text = (tmp_path / "job.log").read_text("utf-8").splitlines()[line - 1]
     assert any(word in text.lower() for word in ("memory", "oom", "rss", "swap", "ram", "gb",
                                                  "mem")), text
+
+
+def test_a_log_cut_inside_a_traceback_still_shows_a_failure(tmp_path):
+    """Pasted with its middle cut ("..."), the traceback's header gone: its frames still say an
+    exception was on its way up, so the model's reading stands (dev: a DeepSpeed launcher's
+    traceback)."""
+    log = (WORLD / "dev" / "c7-021-deepspeed-cuda-visible-devices-1-no-slot-1.log").read_text(
+        "utf-8").splitlines()
+    whole = _explain(tmp_path, "\n".join(log) + "\n")
+    assert whole["findings"][0]["id"] == "model.configuration"
+    cut = log[:4] + ["..."] + log[8:]
+    assert not any("Traceback" in line for line in cut)
+    found = _explain(tmp_path, "\n".join(cut) + "\n")
+    assert found["hypotheses"], "no hypothesis: the frames were not read as a failure"
+    assert found["hypotheses"][0]["category"] == "configuration"
+
+
+def test_a_faulthandler_dump_is_no_failure_by_itself(tmp_path):
+    """faulthandler's dump of a live process (its frames say "line N in", no comma) is what
+    a healthy run prints when asked where it is."""
+    dump = ('Thread 0x00007f3a2b7fe700 (most recent call first):\n'
+            '  File "/usr/lib/python3.11/threading.py", line 324 in wait\n'
+            '  File "/opt/train.py", line 88 in train_step\n'
+            'Epoch 3: 100%|##########| 50/50 [00:10<00:00, 4.87it/s, loss=0.211]\n')
+    found = _explain(tmp_path, dump)
+    assert not found["hypotheses"]
+    assert not [f for f in found["findings"] if f["category"]]

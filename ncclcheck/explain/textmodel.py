@@ -45,6 +45,10 @@ MAX_LINES = 4000      # distinct lines per run the model reads
 MAX_LINE_CHARS = 2000
 EVIDENCE = 3          # lines shown per category
 EVIDENCE_CLASSES = 5
+# A frame of a Python traceback (an exception on its way up): a log cut after it, or pasted
+# with its header left out, still shows that the run failed (faulthandler's dumps of a live
+# process print "line N in", without the comma, and are not failures by themselves).
+_TRACEBACK_FRAME = re.compile(r'\s*File "[^"]+", line \d+, in ')
 _NUMBERS = re.compile(r"[0-9]+")  # the most likely classes whose evidence lines are kept
 
 
@@ -116,7 +120,8 @@ class LogText:
         self._seen.add(key)
         message = text if message is None else message[:MAX_LINE_CHARS]
         self.lines.append((file, line, text, tuple(line_features(text, message, severity))))
-        if self.failure is None and line_weight(message, severity) >= 2:
+        if self.failure is None and (line_weight(message, severity) >= 2
+                                     or _TRACEBACK_FRAME.match(message)):
             self.failure = EvidenceLine(file, line, text, 1.0)
 
     def bag(self) -> set[str]:
