@@ -98,7 +98,10 @@ WORDINGS = [
                          ids=[w[1] + str(i) for i, w in enumerate(WORDINGS)])
 def test_other_wording_gives_the_same_signature(tmp_path: Path, text: str, expected: str):
     found = _ids(tmp_path, text)
-    assert found and found[0] == expected, found
+    # A launcher's report of a SIGKILL is read for its cause: the host's memory, inferred from
+    # that same line, stands first (signals.py); the report is still found.
+    inferred = "host.killed_by_sigkill" if "SIGNAL: 9" in text else None
+    assert found and found[0] in (expected, inferred) and expected in found, found
 
 
 def test_a_store_timeout_while_fetching_the_nccl_id_stays_a_timeout(tmp_path: Path):

@@ -153,11 +153,22 @@ def _peers_share_address(sig: Signature, context: LogContext,
     return {"address": address, "line1": first.line}, second
 
 
+def _invalid_usage_without_reason(sig: Signature, context: LogContext,
+                                  failure: Failure) -> Found | None:
+    """NCCL's "invalid usage" with nothing more telling beside it (any other fact the context
+    holds outranks this rule by priority): its init returns it for ranks sharing a GPU."""
+    failed = failure.hit
+    if failed is None or failed.signature.id not in sig.explains:
+        return None
+    return {}, ContextLine(failed.file, failed.line, failed.text, failed.text)
+
+
 CAUSE_RULES: dict[str, Callable[[Signature, LogContext, Failure], Found | None]] = {
     "versions_differ": _versions_differ,
     "slurm_tasks_over_gpus": _slurm_tasks_over_gpus,
     "system_error_on_one_host": _system_error_on_one_host,
     "peers_share_address": _peers_share_address,
+    "invalid_usage_without_reason": _invalid_usage_without_reason,
 }
 
 
