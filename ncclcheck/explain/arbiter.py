@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from ncclcheck.catalogue import LAST_RESORT
 from ncclcheck.explain.evidence import NEVER_ROOT, Role, Weight, is_generic, is_specific
 
 # Best first; a (role, weight) pair not listed for causes falls to the weakest cause standing.
@@ -63,10 +64,16 @@ def standing_key(finding) -> str:
     return f"{role.value}:{finding.weight.name}" if role is Role.CAUSE else role.value
 
 
-def standing(finding) -> int:
-    """The finding's place in STANDING (0 is best)."""
+def standing(finding) -> float:
+    """The finding's place in STANDING (0 is best). An exception no signature knows stands
+    just below the text model's confident reading: its own words, read by the model, say
+    more than "a rank died" (unless it only quotes one of NCCL's generic results, which the
+    context rules read)."""
     role = finding.role
     key = (role, finding.weight if role is Role.CAUSE else None)
+    if (key == (Role.CAUSE, Weight.WEAK) and finding.signature.claim_level == LAST_RESORT
+            and not is_generic(finding.signature, finding.first.text)):
+        return MODEL_STANDING + 0.5
     return _RANK.get(key, _RANK[(Role.CAUSE, Weight.WEAK)])
 
 
