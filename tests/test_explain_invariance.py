@@ -23,30 +23,23 @@ from ncclcheck.explain.textmodel import load_model
 pytestmark = pytest.mark.exhaustive
 
 # Moves (dev, test, own) of 358 dev, 153 test and 68 own logs, as measured when the arbiter and
-# the readers last improved (a tail moves a log with no root of its own to rank_crashed: the
-# launcher reports a death nothing else explains). Goal: 0. Only ever lowered.
+# the readers last improved. A launcher's report of a death is never the root cause, so a tail
+# moves nothing; what is left: other ranks' consequences interleaved into a log explain finds
+# no cause in (they then stand first: a peer's lost connection, a watchdog) or printed before
+# the log's own consequence of another kind; Ray's folding of repeated rank announcements
+# (which rank repeated is lost); a middle cut out of a log only the text model reads. Goal: 0.
+# Only ever lowered.
 CEILINGS: dict[str, tuple[int, int, int]] = {
-    "tail:mpirun-abort": (37, 23, 0),
-    "tail:mpirun-exit1": (37, 23, 0),
-    "tail:srun-abort": (42, 24, 0),
-    "tail:srun-exit1": (42, 24, 0),
-    "tail:srun-l-abort": (42, 24, 0),
-    "tail:srun-l-exit1": (42, 24, 0),
-    "tail:torchrun-abort": (39, 25, 0),
-    "tail:torchrun-exit1": (38, 24, 0),
-    "prefix:srun-l": (0, 0, 0),
-    "prefix:torchrun-tee": (0, 0, 0),
-    "prefix:torch-rank": (0, 0, 0),
-    "prefix:ray": (0, 0, 0),
-    "prefix:kubectl": (0, 0, 0),
-    "prefix:compose": (0, 0, 0),
-    "prefix:journald": (0, 0, 0),
-    "prefix:ts": (2, 1, 0),
-    "interleave": (51, 44, 2),
-    "fold": (2, 2, 0),
-    "wrap80": (1, 1, 0),
-    "cut": (11, 1, 0),
-    "cut-count": (11, 1, 0),
+    **{f"tail:{name}": (0, 0, 0) for name in (
+        "mpirun-abort", "mpirun-exit1", "srun-abort", "srun-exit1", "srun-l-abort",
+        "srun-l-exit1", "torchrun-abort", "torchrun-exit1")},
+    **{f"prefix:{style}": (0, 0, 0) for style in (
+        "srun-l", "torchrun-tee", "torch-rank", "ray", "kubectl", "compose", "journald", "ts")},
+    "interleave": (47, 42, 1),
+    "fold": (2, 1, 0),
+    "wrap80": (0, 0, 0),
+    "cut": (3, 1, 0),
+    "cut-count": (3, 1, 0),
 }
 
 
