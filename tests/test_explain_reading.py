@@ -181,3 +181,29 @@ def test_a_journald_source_has_a_pid_and_a_message_its_own_words(tmp_path):
     log.write_text("".join(f"Dec 07 02:55:2{n} initializing ddp: GLOBAL_RANK: {r}, MEMBER: "
                            f"{r + 1}/8\n" for n, r in enumerate((1, 1, 2, 2, 3, 3, 0, 0))))
     assert explain([str(log)]).root.signature.id == "lightning.duplicate_global_rank"
+
+
+def test_a_collectors_prefixed_table_is_not_a_wrap():
+    """Rows of one table under a timestamping tee's clock or kubectl's prefix: every row has
+    the collector's prefix and begins with the table's mark; none is the rest of another."""
+    rows = ["| Trial name               |   # failures | error file" + " " * 90 + "|",
+            "|--------------------------+--------------+" + "-" * 98 + "|",
+            "| TorchTrainer_96bfe_00000 |            1 | /home/ray/ray_results/error.txt" + " " * 67
+            + "|",
+            "+--------------------------+--------------+" + "-" * 98 + "+"]
+    for prefix in ("Dec 07 02:55:21 ", "[pod/train-0/main] ", "train-1  | "):
+        text = "".join(prefix + row + "\n" for row in rows) + prefix.rstrip() + "\n"
+        assert wrap_width(text.encode(), complete=True) is None, prefix
+
+
+def test_a_message_the_program_broke_is_rejoined_under_a_collectors_prefix():
+    """A line of exactly the width, its rest on the next line: rejoined with or without the
+    prefix docker compose puts on both."""
+    messages = ["[E socket.cpp:922] [c10d] The client socket has timed out after 1800s while "
+                "trying to connect to (172.17.0.2, 44737).",
+                "(RayWorkerVllm pid=207931, ip=10.0.1.75) RuntimeError: The client socket has "
+                "timed out while trying to connect"]
+    cut = 90
+    for prefix in ("", "train-4  | "):
+        lines = [prefix + piece for m in messages for piece in (m[:cut], m[cut:])]
+        assert wrap_width(("\n".join(lines) + "\n").encode(), complete=True) == len(lines[0])

@@ -38,7 +38,7 @@ _PREFIXES = r"""\s*(?:
       | (?P<host>[A-Za-z0-9][\w.\-]*):(?P<pid>\d+):(?P<tid>\d+)\s(?:\[(?P<dev>\d+)\]\s)?   # NCCL
       | \((?P<ray>[A-Za-z_]\w*\ )?pid=(?P<ray_pid>\d+)(?:,\ ip=[\d.:a-fA-F]+)?\)\s    # Ray worker
       | \[pod/[^/\]\s]+/[^\]\s]+\]\s                                 # kubectl logs --prefix
-      | [A-Za-z][\w.\-]*-\d+\s+\|\s                                    # docker compose
+      | [A-Za-z][\w.\-]*-\d+\s+\|(?:\s|$)                                # docker compose
       | SYSLOG_STAMP JOURNALD_SOURCE                                 # journald / ts
     )"""
 LINE_PREFIXES = re.compile(_PREFIXES.replace("SYSLOG_STAMP", _SYSLOG_STAMP)

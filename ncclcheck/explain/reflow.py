@@ -20,6 +20,9 @@ MIN_WRAPPED = 2     # lines of exactly the width needed to call a file wrapped
 TERMINAL = 80       # a terminal's and fold's default width: one line cut there is enough
 _DIGITS = re.compile(rb"\d+")
 SHAPE = 24          # leading bytes that tell one line format from another
+SAME_PREFIX = 8     # a prefix this long (digits aside) two lines share is a collector's
+PREFIX_SPAN = 64    # leading bytes looked at for it
+_MARKS = b"|+#[-=*"  # how records of a table or a log format begin; a wrapped line's rest never
 # How a new log record begins; a line that begins so is never the tail of a wrapped one.
 _RECORD_START = re.compile(
     rb"\s*(?:\[rank\d+\]:|\[[A-Za-z_]+\d+\]:|\[?\d{4}-\d\d-\d\d[ T_]|\[?[IWEF]\d{4} \d\d:"
@@ -40,7 +43,8 @@ def wrap_width(head: bytes, complete: bool) -> int | None:
     if width < MIN_WIDTH:
         return None
     wrapped = [i for i, n in enumerate(lengths[:-1])
-               if n == width and _wrappable(lines[i]) and _continues(lines[i + 1])]
+               if n == width and _wrappable(lines[i]) and _continues(lines[i + 1])
+               and not _same_format(lines[i], lines[i + 1])]
     # Pieces of wrapped text differ; full-width lines of one repeated format (NCCL's "comm ...
     # Init COMPLETE" with single-digit ranks) are a format, not a wrap.
     shapes = {_shape(lines[i]) for i in wrapped}
@@ -81,11 +85,23 @@ def _continues(line: bytes) -> bool:
 
 def _same_format(above: bytes, line: bytes) -> bool:
     """Whether ``line`` starts as a record of the format of ``above`` does: the same shape, or
-    the same leading mark (nccl-tests' "#" rows, "[0] ..." records), which the rest of a wrapped
-    line does not repeat."""
-    mark = above[:1]
-    return _shape(line) == _shape(above) or (
-        bool(mark) and not mark.isalnum() and not mark.isspace() and line[:1] == mark)
+    the same leading mark (nccl-tests' "#" rows, "[0] ..." records, a table's "|"), which the
+    rest of a wrapped line does not repeat; read after a prefix both share (a collector's:
+    a timestamping tee's clock, "train-1  | "), which a collector puts on every line."""
+    above, line = _DIGITS.sub(b"0", above[:PREFIX_SPAN]), _DIGITS.sub(b"0", line[:PREFIX_SPAN])
+    common = 0
+    for a, b in zip(above, line):
+        if a != b:
+            break
+        common += 1
+    common = above.rfind(b" ", 0, common) + 1  # a collector's prefix ends at a space
+    if common >= SAME_PREFIX:
+        above, line = above[common:].lstrip(b" "), line[common:].lstrip(b" ")
+        if not line.strip():
+            return True  # the collector's prefix on an empty line: a record of its own
+    if above[:1] and line[:1] and above[:1] in _MARKS and line[:1] in _MARKS:
+        return True
+    return _shape(line) == _shape(above)
 
 
 def _indented(line: bytes) -> bool:
