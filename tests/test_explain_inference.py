@@ -84,6 +84,7 @@ def test_inferred_signatures_are_kept_out_of_line_matching():
     assert inferred == set(CONTEXT) | set(EXPLAINED) | {"lightning.duplicate_global_rank",
                                                         "nccl.system_error_one_host",
                                                         "nccl.invalid_usage_shared_gpu",
+                                                        "nvidia.smi_gpu_shared",
                                                         "nccl.peers_same_address",
                                                         "slurm.tasks_exceed_gpus",
                                                         "nccl.networks_differ",
@@ -489,3 +490,31 @@ def test_an_invalid_usage_nothing_explains_reads_as_ranks_sharing_a_gpu(tmp_path
     warned = _explain(tmp_path, ["node1:11:11 [0] init.cc:573 NCCL WARN Duplicate GPU detected : "
                                  "rank 0 and rank 1 both on CUDA device 1cb00000", error])
     assert warned[0]["id"] == "nccl.duplicate_gpu"
+
+
+SMI_ROWS = ("|    0   N/A  N/A   2695172      C   python                          26167MiB |",
+            "|    1   N/A  N/A   2695173      C   python                          25020MiB |",
+            "|    0   N/A  N/A   2695173      C   python                            871MiB |")
+
+
+def test_nvidia_smi_with_two_processes_of_one_program_on_a_gpu_is_a_device_mapping_fault(
+        tmp_path):
+    """A rank with a second context on GPU 0 (pid 2695173 on GPUs 1 and 0), as nvidia-smi
+    prints its process table (driver 5xx columns; older drivers print no GI/CI ids)."""
+    found = _explain(tmp_path, list(SMI_ROWS))
+    assert found[0]["id"] == "nvidia.smi_gpu_shared" and found[0]["root_cause"]
+    assert found[0]["facts"]["gpu"] == 0 and found[0]["facts"]["processes"] == 2
+    old = [row.replace("   N/A  N/A", "") for row in SMI_ROWS]
+    assert _explain(tmp_path, old)[0]["id"] == "nvidia.smi_gpu_shared"
+
+
+def test_nvidia_smi_with_one_process_per_gpu_is_clean(tmp_path):
+    healthy = list(SMI_ROWS[:2]) + [
+        "|    2   N/A  N/A   2695180      G   /usr/lib/xorg/Xorg                  4MiB |",
+        "|    2   N/A  N/A   2695181      G   /usr/bin/gnome-shell                4MiB |",
+        "|    3   N/A  N/A   2695190      C   python                          24000MiB |",
+        "|    3   N/A  N/A   2695191      C   /opt/other/inference_server      1200MiB |"]
+    log = tmp_path / "smi.log"
+    log.write_text("\n".join(healthy) + "\n")
+    result = explain([str(log)]).to_dict()
+    assert not [f for f in result["findings"] if f["category"]] and not result["hypotheses"]

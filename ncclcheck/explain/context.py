@@ -24,7 +24,8 @@ CONTEXT_TOKENS = (b"set by environment to", b"torchrun", b"torch.distributed.lau
                   b"NCCL_IB_DISABLE=", b"NCCL_NET=", b"failed to connect to", b"#SBATCH",
                   b"--ntasks-per-node", b"--gres", b"--gpus-per-node", b" Pid ",
                   b"--gpus-per-task", b"--ntasks-per-gpu", b"--gpu-bind",
-                  b"errno: 97", b"LOCAL_RANK: ", b"num_nodes", b"expandable_segments:")
+                  b"errno: 97", b"LOCAL_RANK: ", b"num_nodes", b"expandable_segments:",
+                  b"MiB |")
 _KEEP = re.compile(r"set by environment to|NCCL_[A-Z_]+=|--n(?:nodes|proc)|--node[_-]rank|"
                    r"Bootstrap ?: Using|NET/Socket ?: Using|NET/OFI|NET/Plugin|"
                    r"failed to connect to \[|errno: 97\b|transport/nvls\.cc:|"
@@ -38,6 +39,12 @@ _PLUGIN_ABSENT = re.compile(r"NET/Plugin ?: ?(?:No plugin found|Could not find\b
 # nccl-tests' device table: "#  Rank  0 Group  0 Pid 1320 on node1 device  0 [0x00] ...".
 _TESTS_RANK = re.compile(r"\bRank\s+(?P<rank>\d+)\s+(?:Group\s+\d+\s+)?Pid\s+(?P<pid>\d+)\s+"
                          r"on\s+(?P<host>\S+)\s+device\b")
+# nvidia-smi's process table: "|    0   N/A  N/A   2695173      C   python        871MiB |" (GPU,
+# GI and CI ids on MIG-capable drivers, pid, type, name, memory); older drivers print no ids.
+_SMI_PROCESS = re.compile(r"^\|?\s*(?P<gpu>\d+)\s+(?:(?:N/A|\d+)\s+(?:N/A|\d+)\s+)?"
+                          r"(?P<pid>\d+)\s+(?P<type>C|C\+G)\s+(?P<name>\S.*?)\s+"
+                          r"(?P<memory>\d+)MiB\s*\|?\s*$")
+MAX_SMI_PROCESSES = 512
 # NCCL could not load libibverbs, and its socket transport runs over an IPoIB interface.
 _VERBS_MISSING = re.compile(r"Failed to open libibverbs")
 _SOCKET_OVER_IB = re.compile(r"NET/Socket ?: Using (?:\[\d+\]\S+ )*\[\d+\](?P<ifname>ib[\w.]*)")
@@ -112,6 +119,8 @@ class LogContext:
     nodes: int | None = None                   # the node count the request or Trainer states
     # address -> {host: its line}: where each host's NCCL said its peers can reach it
     addresses: dict[str, dict[str, ContextLine]] = field(default_factory=dict)
+    # nvidia-smi's compute processes: (gpu, program) -> {pid: its line}
+    gpu_processes: dict[tuple[int, str], dict[str, ContextLine]] = field(default_factory=dict)
     _remembered: int = 0
 
     def feed(self, file: str, line: int, text: str, message: str,
@@ -147,6 +156,11 @@ class LogContext:
             hosts = self.addresses.setdefault(found.group("address"), {})
             if len(hosts) < 8:
                 hosts.setdefault(host, ContextLine(file, line, text, message))
+        if "MiB" in message and (found := _SMI_PROCESS.search(message)) \
+                and sum(map(len, self.gpu_processes.values())) < MAX_SMI_PROCESSES:
+            pids = self.gpu_processes.setdefault((int(found.group("gpu")), found.group("name")),
+                                                 {})
+            pids.setdefault(found.group("pid"), ContextLine(file, line, text, message))
         if "Pid" in message and (found := _TESTS_RANK.search(message)) \
                 and len(self.tests_rank0) < MAX_PER_RANK_LINES:
             process = (found.group("host"), found.group("pid"))
@@ -261,6 +275,17 @@ class LogContext:
         if self.verbs_missing is None or self.socket_over_ib is None:
             return None
         return self.verbs_missing, self.socket_over_ib
+
+    def gpu_shared_by_one_program(self) -> tuple[int, str, int, ContextLine] | None:
+        """(GPU, program, its processes there, the second one's line) when nvidia-smi shows
+        several processes of one program holding a CUDA context on the same GPU: ranks that
+        share it, or ranks that made a context there besides their own GPU's (a CUDA call
+        before torch.cuda.set_device lands on device 0)."""
+        for (gpu, name), pids in sorted(self.gpu_processes.items()):
+            if len(pids) > 1:
+                second = sorted(pids.values(), key=lambda c: (c.file, c.line))[1]
+                return gpu, name, len(pids), second
+        return None
 
     def tests_ranks_alone(self) -> ContextLine | None:
         """The second nccl-tests process announcing itself as rank 0 when every process did:

@@ -97,6 +97,14 @@ def _tests_ranks_alone(sig: Signature, context: LogContext) -> Found | None:
     return None if alone is None else (sig.match(alone.message) or {}, alone)
 
 
+def _gpu_shared_by_one_program(sig: Signature, context: LogContext) -> Found | None:
+    shared = context.gpu_shared_by_one_program()
+    if shared is None:
+        return None
+    gpu, name, count, where = shared
+    return {"gpu": gpu, "program": name, "processes": count}, where
+
+
 # In the order their findings are added (the order of appearance among equals).
 SETUP_RULES: dict[str, Callable[[Signature, LogContext], Found | None]] = {
     "global_rank_announced_twice": _global_rank_announced_twice,
@@ -105,6 +113,7 @@ SETUP_RULES: dict[str, Callable[[Signature, LogContext], Found | None]] = {
     "ib_without_verbs": _ib_without_verbs,
     "local_ranks_repeat": _local_ranks_repeat,
     "tests_ranks_alone": _tests_ranks_alone,
+    "gpu_shared_by_one_program": _gpu_shared_by_one_program,
 }
 
 
