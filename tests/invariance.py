@@ -60,27 +60,32 @@ def cases(split: str = "all") -> list[Case]:
 
 @dataclass(frozen=True)
 class Transform:
-    """``apply(text, keep)``: one file's text in another shape (``keep``: the 1-based lines
-    the root cause was read from, which a cut must leave); ``tail`` is set for an appended
-    launcher tail, which a per-rank folder gets as a file of its own."""
+    """``apply(text, keep, whole)``: one file's text in another shape (``keep``: the 1-based
+    lines the root cause was read from, which a cut must leave; ``whole``: every file of the
+    case, for what the log as a whole names: a per-rank folder's NCCL version); ``tail`` is set
+    for an appended launcher tail, which a per-rank folder gets as a file of its own."""
 
     name: str
-    apply: Callable[[str, Collection[int]], str]
+    apply: Callable[[str, Collection[int], str], str]
     tail: str | None = None
 
 
 def transforms() -> list[Transform]:
     """Every transformation, tails first (the order the figures are printed in)."""
-    found = [Transform(f"tail:{name}", lambda text, keep, t=tail: logtails.append_tail(text, t),
+    found = [Transform(f"tail:{name}",
+                       lambda text, keep, whole, t=tail: logtails.append_tail(text, t),
                        tail=tail) for name, tail in logtails.load().items()]
-    found += [Transform(f"prefix:{style}", lambda text, keep, s=style: logshapes.prefixed(text, s))
+    found += [Transform(f"prefix:{style}",
+                        lambda text, keep, whole, s=style: logshapes.prefixed(text, s))
               for style in logshapes.PREFIXES]
     found += [
-        Transform("interleave", lambda text, keep: logshapes.interleave(text)),
-        Transform("fold", lambda text, keep: logshapes.fold_repeats(text)),
-        Transform("wrap80", lambda text, keep: logshapes.wrap(text, 80)),
-        Transform("cut", lambda text, keep: logshapes.cut_middle(text, keep)),
-        Transform("cut-count", lambda text, keep: logshapes.cut_middle(text, keep, count=True)),
+        Transform("interleave", lambda text, keep, whole: logshapes.interleave(
+            text, version=logshapes.nccl_version(whole))),
+        Transform("fold", lambda text, keep, whole: logshapes.fold_repeats(text)),
+        Transform("wrap80", lambda text, keep, whole: logshapes.wrap(text, 80)),
+        Transform("cut", lambda text, keep, whole: logshapes.cut_middle(text, keep)),
+        Transform("cut-count", lambda text, keep, whole: logshapes.cut_middle(text, keep,
+                                                                               count=True)),
     ]
     return found
 
@@ -136,14 +141,16 @@ def reshaped(case: Case, transform: Transform, before: Reading, folder: Path) ->
     ranks from them), or None when the transformation leaves it as it was."""
     target = folder / case.path.name
     changed = False
-    for source in _files(case.path):
-        text = source.read_bytes().decode("utf-8", "surrogateescape")  # bytes kept as they are
+    texts = {source: source.read_bytes().decode("utf-8", "surrogateescape")  # bytes as they are
+             for source in _files(case.path)}
+    whole = "".join(texts.values())
+    for source, text in texts.items():
         out = target / source.relative_to(case.path) if case.path.is_dir() else target
         out.parent.mkdir(parents=True, exist_ok=True)
         if transform.tail is not None and case.path.is_dir():
             new = text
         else:
-            new = transform.apply(text, before.lines.get(source.name, frozenset()))
+            new = transform.apply(text, before.lines.get(source.name, frozenset()), whole)
         changed |= new != text
         out.write_bytes(new.encode("utf-8", "surrogateescape"))
     if transform.tail is not None and case.path.is_dir():

@@ -174,15 +174,16 @@ CONSEQUENCES = (
 _WORK = re.compile(r"WorkNCCL\(SeqNum=(\d+), OpType=(\w+)")
 
 
-def interleave(text: str, rank: int | None = None) -> str:
+def interleave(text: str, rank: int | None = None, version: str | None = None) -> str:
     """CONSEQUENCES spread evenly between the log's lines, each from another rank than the
-    log's: the NCCL version the log names, where it names one, and the collective its own
-    watchdog names (the others' watchdogs of the same failure wait on the same collective;
-    one that names another sequence number is a desync, a different story)."""
+    log's: the NCCL version the log names (``version``: the one a per-rank folder's files
+    name), where it names one, and the collective its own watchdog names (the others'
+    watchdogs of the same failure wait on the same collective; one that names another sequence
+    number is a desync, a different story)."""
     lines = split(text)
     own = named_rank(text) if rank is None else rank
     others = [r for r in range(1, 16) if r != own]
-    version = nccl_version(text) or "2.21.5"
+    version = nccl_version(text) or version or "2.21.5"
     work = _WORK.search(text)
     seq, op = work.groups() if work else ("3", "ALLREDUCE")
     step = max(1, len(lines) // (len(CONSEQUENCES) + 1))
