@@ -164,3 +164,14 @@ def test_a_faulthandler_dump_is_no_failure_by_itself(tmp_path):
     found = _explain(tmp_path, dump)
     assert not found["hypotheses"]
     assert not [f for f in found["findings"] if f["category"]]
+
+
+def test_hypotheses_show_no_line_without_words():
+    """Python 3.11's ^^^^ marker under a traceback's code line says nothing to a reader: never
+    evidence (real torchrun log, Gloo, a rank raising ValueError)."""
+    import re
+    found = explain([str(LOGS / "real" / "torchrun-rank-valueerror.log")]).to_dict()
+    evidence = [e["text"] for h in found["hypotheses"] for e in h["evidence"]]
+    assert evidence
+    bare = [t for t in evidence if not re.search(r"[A-Za-z0-9]", t.split("]:")[-1])]
+    assert not bare, bare

@@ -307,30 +307,39 @@ class TextModel:
         bag = text.bag()
         norm = self.run.norm(bag)
         run = dict(zip(self.run.classes, self.run.probabilities(bag, norm)))
-        best_lines = self._line_reading(text)
-        probs = mixed(run, {c: lines[0].weight for c, lines in best_lines.items()}, self.mix)
+        best, best_lines = self._line_reading(text)
+        probs = mixed(run, best, self.mix)
         ranked = tuple(sorted(probs.items(), key=lambda item: -item[1]))
         likeliest = [c for c, _ in ranked[:EVIDENCE_CLASSES]]
         evidence = {c: best_lines[c] for c in likeliest if best_lines.get(c)}
         evidence.update(self._evidence(text, norm, [c for c in likeliest if c not in evidence]))
         return Reading(ranked, evidence, self.threshold, text.failure)
 
-    def _line_reading(self, text: LogText) -> dict[str, tuple[EvidenceLine, ...]]:
-        """Per category, the lines the line reader reads likeliest as its deciding line (at
-        most EVIDENCE, likeliest first, the probability as their weight)."""
+    def _line_reading(self, text: LogText) -> tuple[dict[str, float],
+                                                    dict[str, tuple[EvidenceLine, ...]]]:
+        """Per category, the line reader's probability for its likeliest line (every line, as
+        the training script reads them), and the lines it reads likeliest as the deciding line
+        (at most EVIDENCE, likeliest first, the probability as their weight) among the lines
+        with words: a line with none (a traceback's ^^^^ marker) weighs only the bias and says
+        nothing to whoever reads the evidence."""
         if self.lines is None or self.mix <= 0:
-            return {}
+            return {}, {}
+        top: dict[int, float] = {}
         best: dict[int, list[EvidenceLine]] = {}
         for file, number, line_text, feats in text.lines:
             for c, p in enumerate(self.lines.probabilities(set(feats))):
                 if self.lines.classes[c] == NONE:
+                    continue
+                top[c] = max(top.get(c, 0.0), p)
+                if not feats:
                     continue
                 kept = best.setdefault(c, [])
                 if len(kept) < EVIDENCE or p > kept[-1].weight:
                     kept.append(EvidenceLine(file, number, line_text[:300], p))
                     kept.sort(key=lambda e: -e.weight)
                     del kept[EVIDENCE:]
-        return {self.lines.classes[c]: tuple(kept) for c, kept in best.items()}
+        return ({self.lines.classes[c]: p for c, p in top.items()},
+                {self.lines.classes[c]: tuple(kept) for c, kept in best.items()})
 
     def _evidence(self, text: LogText, norm: float,
                   categories: list[str]) -> dict[str, tuple[EvidenceLine, ...]]:
