@@ -11,10 +11,24 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from pathlib import Path
 
 from ncclcheck.model import INSTALL_DETAIL, CheckName, CheckResult, skipped
 
 TORCH_INSTALL = "pip install 'ncclcheck[torch]'"
+
+
+def torch_package() -> Path | None:
+    """torch's package folder, found without importing it (importing costs seconds); None
+    when torch is not installed, or is broken or half-removed (as good as none). The one
+    place that asks whether and where torch is installed."""
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(list(spec.submodule_search_locations)[0])
 
 
 def torch_missing() -> str | None:
@@ -22,11 +36,8 @@ def torch_missing() -> str | None:
     None when it is installed."""
     if sys.modules.get("torch") is not None:  # imported already (or stood in for by a test)
         return None
-    try:
-        if importlib.util.find_spec("torch") is not None:
-            return None
-    except (ImportError, ValueError):  # a broken or half-removed torch: as good as none
-        pass
+    if torch_package() is not None:
+        return None
     return (f"torch is not installed here: {TORCH_INSTALL} (or run ncclcheck in the training "
             "environment)")
 

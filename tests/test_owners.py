@@ -92,6 +92,37 @@ def test_the_sys_scan_sees_paths_and_not_prose():
                                                                         "x.py:5"]
 
 
+# -- where torch is installed -----------------------------------------------------------------
+TORCH_OWNER = "ncclcheck/needs.py"  # torch_package(): whether and where torch is installed
+
+
+def torch_lookups(where: str, tree: ast.AST) -> list[str]:
+    """Calls that look torch up without importing it: find_spec("torch"), whatever the
+    import of find_spec looks like."""
+    found = [(node, "find_spec('torch')") for node in ast.walk(tree)
+             if isinstance(node, ast.Call) and node.args
+             and isinstance(node.args[0], ast.Constant) and node.args[0].value == "torch"
+             and (getattr(node.func, "attr", None) or getattr(node.func, "id", None))
+             == "find_spec"]
+    return _in_order(found, where)
+
+
+def test_whether_torch_is_installed_is_asked_in_one_place():
+    askers = [hit for where, tree in SOURCES for hit in torch_lookups(where, tree)]
+    assert askers and all(hit.startswith(TORCH_OWNER + ":") for hit in askers), (
+        "ask ncclcheck.needs.torch_package() instead:\n" + "\n".join(askers))
+
+
+def test_the_torch_scan_sees_calls_and_not_prose():
+    tree = ast.parse('"""find_spec("torch") in a docstring."""\n'
+                     'import importlib.util\n'
+                     'from importlib.util import find_spec\n'
+                     'a = importlib.util.find_spec("torch")\n'
+                     'b = find_spec("torch")\n'
+                     'c = find_spec("hyperscan")\n')
+    assert [hit.split(": ", 1)[0] for hit in torch_lookups("x.py", tree)] == ["x.py:4", "x.py:5"]
+
+
 # -- check ids --------------------------------------------------------------------------------
 REGISTRY = load_registry()
 

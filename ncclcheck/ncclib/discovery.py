@@ -11,7 +11,6 @@ checks still ask the real library.
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import sys
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from typing import Mapping
 from ncclcheck.ncclib.elf import ElfError, ElfFile
 from ncclcheck.ncclib.search import Resolution, ldconfig_cache, resolve, split_path_list
 from ncclcheck.ncclib.wheel import installed_nccl_wheel
+from ncclcheck.needs import torch_package
 
 SONAME = "libnccl.so.2"
 CUDA_DIRS = ("/usr/local/cuda/lib64", "/usr/local/cuda/lib",
@@ -88,9 +88,8 @@ def torch_layout(search_path: list[str] | None = None) -> TorchLayout:
     """torch's lib directory found without importing torch (importing costs seconds)."""
     lib_dir = None
     if search_path is None:
-        spec = importlib.util.find_spec("torch")
-        if spec is not None and spec.submodule_search_locations:
-            lib_dir = Path(list(spec.submodule_search_locations)[0]) / "lib"
+        package = torch_package()
+        lib_dir = None if package is None else package / "lib"
     else:
         lib_dir = next((Path(p) / "torch" / "lib" for p in search_path
                         if (Path(p) / "torch" / "lib").is_dir()), None)

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import ctypes
 import importlib.metadata
-import importlib.util
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
 from ncclcheck.ncclib.version import cuda_version_tuple
+from ncclcheck.needs import torch_package
 
 
 def driver_supports(torch_cuda: str, driver_code: int) -> bool:
@@ -84,11 +83,9 @@ def compute_modes(timeout: float = 5.0) -> list[str] | None:
 def torch_build_without_cuda() -> str | None:
     """"torch 2.13.0+cpu" when torch is installed without libtorch_cuda.so (a CPU-only build),
     found without importing torch, which costs seconds; None otherwise."""
-    spec = importlib.util.find_spec("torch")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    lib = Path(list(spec.submodule_search_locations)[0]) / "lib"
-    if not lib.is_dir() or (lib / "libtorch_cuda.so").exists():
+    package = torch_package()
+    lib = None if package is None else package / "lib"
+    if lib is None or not lib.is_dir() or (lib / "libtorch_cuda.so").exists():
         return None
     try:
         return f"torch {importlib.metadata.version('torch')}"

@@ -29,6 +29,7 @@ from ncclcheck.catalogue.known_issues import (KnownIssue, KnownIssues, Rename, S
 from ncclcheck.model import Category, CheckResult, passed, warned
 from ncclcheck.ncclib.elf import ElfError, ElfFile
 from ncclcheck.ncclib.gpu import kernel_driver_version
+from ncclcheck.needs import torch_package
 from ncclcheck.probes.nccl.facts import NcclFacts
 from ncclcheck.probes.spec import CheckSpec, judge
 
@@ -75,14 +76,14 @@ def nccl_reader(facts: NcclFacts) -> Callable[[str], bool | None]:
 def read_torch() -> TorchInstall:
     """torch's version and the names compiled into its libraries, found without importing it
     (importing torch costs seconds)."""
-    spec = importlib.util.find_spec("torch")
-    if spec is None or not spec.submodule_search_locations:
+    package = torch_package()
+    if package is None:
         return TorchInstall()
     try:
         version = version_of(importlib.metadata.version("torch"))
     except importlib.metadata.PackageNotFoundError:
         version = None
-    lib = Path(list(spec.submodule_search_locations)[0]) / "lib"
+    lib = package / "lib"
     data = b""
     for name in _TORCH_LIBS:
         try:
