@@ -18,7 +18,6 @@ from functools import lru_cache
 
 from ncclcheck.catalogue import Signature
 from ncclcheck.explain.cues import CUES, category_signature
-from ncclcheck.explain.evidence import Role, is_generic
 from ncclcheck.explain.findings import Findings, Hit
 from ncclcheck.model import Category
 
@@ -158,11 +157,8 @@ def add_fallback(hits: Findings, cues: ErrorCues, failed: bool) -> None:
     if verdict is None:
         return
     category, where = verdict
-    if any(f.signature.category == category and f.role in (Role.CAUSE, Role.CONSEQUENCE)
-           and not is_generic(f.signature, f.first.text) for f in hits.by_id.values()):
-        return  # a recognised failure or consequence already says so (a launcher's report
-        # or what it did afterwards never stands as the root cause; a generic result of
-        # that category, NCCL's "remote process exited", does not say why)
+    if hits.says(category):
+        return  # a recognised failure or consequence already says so
     facts = {"line": where.line, "cue": where.cue}
     hits.add(Hit(fallback_signature(category), facts, where.file, where.line, where.text,
                  None, None, None, hits.hits,

@@ -14,7 +14,7 @@ from typing import Any
 from ncclcheck.catalogue import Signature
 from ncclcheck.explain.arbiter import ordered
 from ncclcheck.model import Category
-from ncclcheck.explain.evidence import Role, Weight, role_of, weight_of
+from ncclcheck.explain.evidence import Role, Weight, is_generic, role_of, weight_of
 
 MAX_KEPT = 4096  # ranks, hosts, files and worker pids remembered per finding / per run
 
@@ -55,7 +55,7 @@ class Finding:
 
     @property
     def role(self) -> Role:
-        return self.first.role or role_of(self.signature, self.first.facts)
+        return _role(self.first)
 
     @property
     def weight(self) -> Weight:
@@ -160,6 +160,16 @@ class Findings:
             found._note(hit)
         else:
             found.add(hit)
+
+    def says(self, category: Category, besides: str = "") -> bool:
+        """Whether a recognised cause or consequence names ``category`` and why (not one of
+        NCCL's generic results; signatures whose id starts with ``besides`` left out): a guess
+        of that category would repeat it without its text and fix. A launcher's report or
+        what it did afterwards never stands as the root cause, so it does not count."""
+        return any(f.signature.category == category and f.role in (Role.CAUSE, Role.CONSEQUENCE)
+                   and not is_generic(f.signature, f.first.text)
+                   and not (besides and f.signature.id.startswith(besides))
+                   for f in self.by_id.values())
 
     def ranked(self, settings: dict[str, str] | None = None) -> list[Finding]:
         """The findings as the arbiter orders them: the root cause first."""

@@ -19,7 +19,7 @@ from typing import Any
 from ncclcheck.catalogue import Signature
 from ncclcheck.explain.arbiter import MODEL_STANDING, standing, standing_key
 from ncclcheck.explain.cues import category_signature
-from ncclcheck.explain.evidence import Role, is_generic
+from ncclcheck.explain.evidence import Role
 from ncclcheck.explain.findings import Finding, Findings, Hit
 from ncclcheck.explain.notes import Note
 from ncclcheck.explain.textmodel import EvidenceLine, Reading, TextModel
@@ -71,12 +71,8 @@ def add_model_reading(hits: Findings, reading: Reading | None) -> bool:
     category = reading.confident()
     if category is None:
         return False
-    if any(f.signature.category.value == category for f in hits.by_id.values()
-           if f.role in (Role.CAUSE, Role.CONSEQUENCE) and not f.signature.id.startswith(PREFIX)
-           and not is_generic(f.signature, f.first.text)):
-        return False  # a signature already says so, with its own text and fix (a generic
-        # result of that category, NCCL's "remote process exited", does not say why; a
-        # launcher's report or what it did afterwards never stands as the root cause)
+    if hits.says(Category(category), besides=PREFIX):
+        return False  # a signature already says so, with its own text and fix
     lines = reading.evidence.get(category, ())
     if not lines:
         return False

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from bisect import insort
-
 from dataclasses import dataclass
 from functools import partial
 from typing import BinaryIO, Callable, Collection, Iterable, Iterator
@@ -53,7 +52,7 @@ class Candidate:
     gated: bool                      # holds a literal: worth matching against the catalogue
     info: bool                       # an NCCL INFO / version line (for the summary)
     before: Callable[[int], list[str]]
-    continues: bool = False          # may be the rest of the message on the line above
+    rest_of: int = 0                 # the line whose message this one may finish (0: none)
     context: bool = False            # may name a setting or launch option (context.py)
     error: bool = False              # may be an error line (fallback.py)
     rate: bool = False               # may say how fast the run went (readers/throughput.py)
@@ -154,8 +153,10 @@ class Scanner:
     def _block(self, body: bytes, line_base: int, first_line_wanted: bool,
                info_left: int) -> tuple[list[Candidate], bool, int]:
         starts: dict[int, int] = {}
+        header_of: dict[int, int] = {}  # a NEXT line's start -> the line it may finish
         if first_line_wanted:
             starts[0] = GATE | NEXT
+            header_of[0] = line_base - 1
         literal_starts, present = self._literal_lines(body)
         for start in literal_starts:
             starts[start] = starts.get(start, 0) | GATE
@@ -199,10 +200,11 @@ class Scanner:
                 info_left -= 1
             out.append(Candidate(number, raw.decode("utf-8", "replace").rstrip("\r"),
                                  bool(why & GATE), bool(why & INFO), partial(_before, body, start),
-                                 bool(why & NEXT), bool(why & CONTEXT), bool(why & ERROR),
+                                 header_of.get(start, 0), bool(why & CONTEXT), bool(why & ERROR),
                                  bool(why & RATE), why & KINDS))
             if why & GATE and GOES_ON.search(raw):
                 nxt = _rest_of(body, start, end + 1)
+                header_of.setdefault(nxt, number)  # a line is the rest of one message
                 if nxt >= len(body):
                     pending_next = True
                 elif nxt not in starts and nxt == end + 1:  # the next start in order: next line
@@ -286,17 +288,16 @@ def _printer(line: bytes) -> bytes | None:
 
 
 def _rest_of(body: bytes, start: int, nxt: int) -> int:
-    """Where the rest of the message on the line at ``start`` begins: the next line, or in a
-    log that several ranks print into, the next line of the same printer when lines of
-    others came in between (as many as REST_WITHIN)."""
+    """Where the rest of the message on the line at ``start`` begins: the next line of the
+    same printer (none named, or the same rank or host:pid), past as many as REST_WITHIN
+    lines of others in a log that several ranks print into; else the next line."""
     size = len(body)
     if nxt >= size:
         return nxt
     header = _printer(body[start:start + 80])
     at = nxt
     for _ in range(REST_WITHIN):
-        printer = _printer(body[at:at + 80])
-        if printer is None or printer == header:
+        if _printer(body[at:at + 80]) == header:
             return at
         end = body.find(b"\n", at)
         if end < 0 or end + 1 >= size:

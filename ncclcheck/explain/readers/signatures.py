@@ -2,7 +2,8 @@
 
 The first reader of every line: the others ask who claimed it (a consequence is not read by
 the guessers). A message that goes on below its line (torch's "Last error:" echo, an
-exception header with its reason on the next line) is matched with the line after it; facts a
+exception header with its reason on the next line) is matched with the line the scanner names
+as its rest (the next one, or in a log several ranks print into, the next of its printer); facts a
 torchrun failure block prints above its ``exitcode`` line (time, host, rank) are read there.
 """
 
@@ -17,13 +18,12 @@ from ncclcheck.explain.findings import Hit
 from ncclcheck.explain.lines import LineInfo, stamp_in
 from ncclcheck.explain.readers import GATE, Reader
 from ncclcheck.explain.run import Line, Run
-from ncclcheck.explain.scan import Candidate
+from ncclcheck.explain.scan import REST_WITHIN, Candidate
 
 # torchrun's failure report puts time, host and rank on the lines before "exitcode".
 _BLOCK_FIELD = re.compile(r"^\s*(?P<key>time|host|rank)\s*:\s*(?P<value>\S+)")
 _HOST_FACTS = ("node", "hostname")
 _RANK_FACTS = ("task",)
-CONTINUES_WITHIN = 8  # lines between a message's header and its rest, other ranks' included
 
 
 def read_line(run: Run, line: Line) -> None:
@@ -32,17 +32,18 @@ def read_line(run: Run, line: Line) -> None:
     state = run.state.setdefault(("signatures", line.file), {})
     message = line.info.message
     matched = run.matcher.match(message)
-    speaker = (line.info.rank, line.info.host)
-    if matched is None and line.candidate.continues:
-        above = _above(state, speaker, line.number)
-        if above is not None:
-            matched = run.matcher.match_continued(above, message)
+    # messages left open, by the scanner's line number: the scanner says which line goes on
+    # which (the next line, or past other ranks' lines the next one of the same printer)
+    open_headers = state.setdefault("open", {})
+    number = line.candidate.number
+    if matched is None and line.candidate.rest_of in open_headers:
+        matched = run.matcher.match_continued(open_headers[line.candidate.rest_of], message)
     # a message a signature read on its own line is whole: the line below is not its rest
     # (a last resort, an exception no signature knows, may still go on to name its cause)
-    whole = matched is not None and matched[0].claim_level != LAST_RESORT
-    headers = state.setdefault("above", {})
-    headers[speaker] = None if whole else (message, line.number)
-    state["last"] = speaker
+    if matched is None or matched[0].claim_level == LAST_RESORT:
+        open_headers[number] = message
+    for gone in [n for n in open_headers if n < number - REST_WITHIN]:
+        del open_headers[gone]
     if matched is None:
         return
     sig, facts = matched
@@ -52,20 +53,6 @@ def read_line(run: Run, line: Line) -> None:
     hits.add(Hit(sig, facts, line.file, line.number, excerpt(line.text, sig),
                  _rank(line.info, facts, line.file_rank), _host(line.info, facts),
                  line.info.time, hits.hits))
-
-
-def _above(state: dict[str, Any], speaker: tuple, number: int) -> str | None:
-    """The message a continuation line may finish: the last one its own printer (rank, host)
-    left open, so that another rank's line printed in between (a combined log of several
-    ranks) does not cut it off; for a line that names no printer, the last one left open.
-    Only a few lines back: a message goes on directly below its header."""
-    headers = state.get("above", {})
-    held = headers.get(speaker)
-    if held is None and speaker == (None, None):
-        held = headers.get(state.get("last"))
-    if held is None or number - held[1] > CONTINUES_WITHIN:
-        return None
-    return held[0]
 
 
 def _add_context(sig: Signature, facts: dict[str, Any], info: LineInfo, cand: Candidate) -> None:
