@@ -25,7 +25,7 @@ from ncclcheck.catalogue.knowledge_index import (CONVERSION, TABLES, WORD, Candi
                                                  format_regex, index, table)
 
 __all__ = ["CONVERSION", "TABLES", "Hit", "NcclLine", "best", "format_regex", "lookup",
-           "parse_nccl", "table"]
+           "parse_nccl", "quoted", "quotes_no_failure", "table"]
 
 HOW = ("format", "name", "number", "text", "file", "tag")  # most specific first
 SOURCE = r"[\w./+-]+\.(?:cc|cu|h|cpp|c|hpp|cuh)"
@@ -217,3 +217,26 @@ def best(line: str) -> Hit | None:
     """The most specific hit, or None."""
     hits = lookup(line)
     return hits[0] if hits else None
+
+
+@lru_cache(maxsize=4096)  # ranks repeat their messages: one lookup per distinct line
+def quoted(line: str, table_name: str) -> Hit | None:
+    """The most specific entry of the table ``table_name`` the line holds (a message that
+    quotes a CUDA error: the error's own entry, not the file or format that printed it)."""
+    return next((hit for hit in lookup(line) if hit.table == table_name), None)
+
+
+@lru_cache(maxsize=None)
+def _no_failures(table_name: str) -> tuple[str, ...]:
+    """The texts of the entries ``table_name`` files as no failure (ok), lower case; the
+    index leaves them out, a line that holds one being no failure."""
+    return tuple(e["text"].lower() for e in table(table_name)["entries"]
+                 if e.get("ok") and e.get("text"))
+
+
+def quotes_no_failure(line: str, table_name: str) -> bool:
+    """Whether ``line`` quotes an entry of ``table_name`` filed as no failure (a verbs event
+    such as a GID table change) and none filed as a failure."""
+    low = line.lower()
+    return (any(text in low for text in _no_failures(table_name))
+            and quoted(line, table_name) is None)

@@ -11,11 +11,12 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping, Protocol
 
 from ncclcheck.catalogue.facts import CONDITION
+from ncclcheck.catalogue.knowledge_index import NAMED as QUOTABLE  # the enumerations' tables
 from ncclcheck.catalogue.signature import Signature
 from ncclcheck.model import Category
 
 _FIELDS = frozenset({"id", "category", "title", "meaning", "fix", "patterns", "example",
-                     "consequence", "warning", "report", "aftermath", "broad", "last_resort", "generic", "refines",
+                     "consequence", "warning", "report", "aftermath", "broad", "last_resort", "generic", "quotes", "refines",
                      "priority", "requires", "settings", "inferred", "explains", "rule"})
 
 
@@ -59,6 +60,7 @@ def build(entry: dict[str, Any], source: str) -> Signature:
         broad=bool(entry.get("broad", False)),
         last_resort=bool(entry.get("last_resort", False)),
         generic=bool(entry.get("generic", False)),
+        quotes=str(entry.get("quotes", "")),
         refines=tuple(refines),
         priority=int(entry.get("priority", 50)),
         requires=tuple(entry.get("requires", ())),
@@ -69,6 +71,9 @@ def build(entry: dict[str, Any], source: str) -> Signature:
     )
     if sig.broad and sig.last_resort:
         raise ValueError(f"{source}: {sig_id}: broad and last_resort are two different levels")
+    if sig.quotes and sig.quotes not in QUOTABLE:
+        raise ValueError(f"{source}: {sig_id}: quotes names no enumeration table "
+                         f"({', '.join(QUOTABLE)}): {sig.quotes!r}")
     if sig.rule and not sig.inferred:
         raise ValueError(f"{source}: {sig_id}: only an inferred signature is named by a rule")
     return sig

@@ -14,6 +14,7 @@ from functools import cached_property
 from typing import Any, Mapping
 
 from ncclcheck.catalogue.facts import counts, derived_facts, fill, holds, typed
+from ncclcheck.catalogue.knowledge import quotes_no_failure  # its tables load on first use
 from ncclcheck.model import Category
 
 # How a signature claims a line that several signatures match (see ``claim_level``).
@@ -38,6 +39,12 @@ class Signature:
     time, then ``priority`` (0-100). ``generic`` marks NCCL's generic results (system error,
     internal error, remote error), which say that something failed, not what: a cause read
     from the context or a specific failure elsewhere in the log explains them.
+    ``quotes`` names the knowledge table (catalogue/knowledge/) whose entry the message quotes
+    (a CUDA error that NCCL or nccl-tests prints inside its own words, a verbs event): where
+    that table files the quoted entry under a more specific category than the signature's own,
+    the entry says why, and the signature is read like a generic result (a wrapper read for its
+    cause); where it files the entry as no failure (a GID table change among verbs events), the
+    line is none and the signature does not match it.
     ``report`` marks a launcher's or framework's report that a process ended (torchrun's
     exitcode, srun's "task 1: Aborted", mpirun's non-zero exit): it says how the process ended
     (its signal or exit code facts), not why, and explain reads its role from how (a crash or
@@ -67,6 +74,7 @@ class Signature:
     broad: bool = False
     last_resort: bool = False
     generic: bool = False
+    quotes: str = ""
     refines: tuple[str, ...] = ()
     priority: int = 50
     requires: tuple[str, ...] = ()
@@ -101,10 +109,15 @@ class Signature:
                 facts.update(counts(facts))
                 checked = {**(known or {}), **facts}
                 if all(holds(condition, checked) for condition in self.requires):
-                    return facts
+                    return None if self.quotes and _quotes_no_failure(line, self.quotes) else facts
         return None
 
     def render(self, facts: Mapping[str, Any] | None = None) -> tuple[str, str]:
         """(explanation, fix) with the facts filled in; unknown facts drop their optional part."""
         full = derived_facts(facts or {})
         return fill(self.meaning, full), fill(self.fix, full)
+
+
+def _quotes_no_failure(line: str, table_name: str) -> bool:
+    """Whether the entry of ``table_name`` that ``line`` quotes is filed as no failure."""
+    return quotes_no_failure(line, table_name)

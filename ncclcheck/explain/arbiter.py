@@ -94,13 +94,22 @@ def choose_root(findings: Iterable) -> object | None:
         if named:
             return min(named, key=lambda f: (-f.signature.priority, f.first.order))
     if is_generic(root.signature, root.first.text):
+        # a cause read from the words of the root's own line (the CUDA error a wrapper
+        # quotes; not the text model, which reads the whole run) is the wrapper read for its
+        # cause
         specific = [f for f in findings if f.role is not Role.AFTERMATH
-                    and (f.role is not Role.CAUSE or f.weight == Weight.KEYWORD)
+                    and (f.role is not Role.CAUSE or f.weight == Weight.KEYWORD
+                         or (f.weight >= Weight.REASONED and _same_line(f, root)))
                     and is_specific(f.signature, f.first.text) and not _after(f, root)]
         if specific:
             return min(specific, key=lambda f: (f.role is Role.CAUSE, standing(f),
                                                 -f.signature.priority, f.first.order))
     return root
+
+
+def _same_line(finding, failure) -> bool:
+    here, there = finding.first, failure.first
+    return here.file == there.file and here.line == there.line
 
 
 def _after(finding, failure) -> bool:

@@ -32,6 +32,7 @@ import signal
 from typing import Any, Mapping
 
 from ncclcheck.catalogue import LAST_RESORT, Signature
+from ncclcheck.catalogue.knowledge import quoted
 from ncclcheck.model import Category
 
 
@@ -63,6 +64,9 @@ class Weight(enum.IntEnum):
 
 # Categories that say what happened rather than why.
 UNSPECIFIC = frozenset({Category.RANK_CRASHED, Category.OTHER})
+# What a component's table files a line under that says no more than "it failed" (a quoted
+# entry of these says no more than its wrapper).
+UNTOLD = frozenset({"other", "ok", Category.RANK_CRASHED.value, Category.TIMEOUT.value})
 # A last-resort finding (an exception no signature knows) that quotes one of NCCL's generic
 # results is only as telling as that result.
 _GENERIC_TEXT = re.compile(r"nccl(?:System|Internal|Remote)Error|unhandled system error|"
@@ -131,9 +135,23 @@ def weight_of(sig: Signature) -> Weight:
 
 
 def is_generic(sig: Signature, text: str) -> bool:
-    """Whether evidence is only NCCL's generic result (or a last resort quoting one): it says
-    that something failed, not what."""
-    return sig.generic or (sig.claim_level == LAST_RESORT and bool(_GENERIC_TEXT.search(text)))
+    """Whether evidence is only NCCL's generic result (or a last resort quoting one), or a
+    wrapper whose quoted entry names more than the wrapper does (catalogue ``quotes``): it says
+    that something failed, and its words say what."""
+    return (sig.generic or (sig.claim_level == LAST_RESORT and bool(_GENERIC_TEXT.search(text)))
+            or quoted_category(sig, text) is not None)
+
+
+def quoted_category(sig: Signature, text: str) -> Category | None:
+    """For a signature that quotes an enumeration's entry (``quotes``): the category that
+    entry is filed under, where it says more than the signature's own (a CUDA error filed under
+    p2p that NCCL printed as "Cuda failure"); None otherwise."""
+    if not sig.quotes:
+        return None
+    hit = quoted(text, sig.quotes)
+    if hit is None or hit.category in UNTOLD or hit.category == sig.category.value:
+        return None
+    return Category(hit.category)
 
 
 def is_specific(sig: Signature, text: str) -> bool:

@@ -34,7 +34,8 @@ SIGKILL, SIGBUS = 9, 7
 # containers').
 _BY_NAME = re.compile(r"\bSIG(?P<name>HUP|INT|QUIT|ILL|ABRT|BUS|FPE|KILL|SEGV|PIPE|TERM)\b")
 _BY_NUMBER = re.compile(r"\b(?:signal|Signal|SIGNAL)[:\s]+(?P<number>\d{1,2})\b")
-_NEGATIVE_EXIT = re.compile(r"\bexit(?:[ _]?code|[ _]status)?\s*[:=]?\s*\(?\s*-(?P<number>\d{1,2})\b",
+_NEGATIVE_EXIT = re.compile(r"\b(?:exit(?:s|ed)?(?: with)?(?:[ _]?code|[ _]status)?|"
+                            r"return(?:ed)?(?: with)? code)\s*[:=]?\s*\(?\s*-(?P<number>\d{1,2})\b",
                             re.I)
 _STATUS = re.compile(r"\b(?:exit(?:ed)?(?: with)?(?:[ _]?code|[ _]status)|return code|"
                      r"exitCode)\s*[:=]?\s*(?P<status>1[3-5]\d)\b", re.I)

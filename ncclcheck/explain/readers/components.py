@@ -1,7 +1,8 @@
 """What the component that printed a line says, in its own enumerations.
 
-A line no signature names, or one only a last-resort signature claims (an exception nobody
-recognised), often still carries its origin in a form that does not depend on one
+A line no signature names, or one claimed by a signature that says only that something failed
+(an exception nobody recognised, one of NCCL's generic results, a wrapper of a CUDA error),
+often still carries its origin in a form that does not depend on one
 release's wording: NCCL's source file and subsystem (``transport/net_ib.cc``, ``NET/IB :``),
 an errno name or number (``[Errno 98]``), a getaddrinfo error, a CUDA error name or string, an
 ibverbs work-completion status, a torch or Lightning message. The knowledge tables generated from
@@ -14,7 +15,11 @@ looks the line up and adds what it found:
   names the cause;
 - an NCCL WARN line is context: the library may carry on (a healthy run prints "NET/IB : No
   device found" and falls back to sockets), so it is never a failure by itself; it explains a
-  generic failure that stands first (arbiter.py).
+  generic failure that stands first (arbiter.py). A WARN that quotes an error of an
+  enumeration (a verbs completion or async event that failed, the errno of a failed call, a
+  CUDA error) reports a failure: a cause;
+- on a wrapper's line (catalogue ``quotes``: NCCL's "Cuda failure '...'"), the quoted entry's
+  category where it names more than the wrapper: the arbiter reads the wrapper for its cause.
 
 Categories that only say that something failed (other, a crash, a timeout) are left to the
 signatures and the consequences.
@@ -25,10 +30,13 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ncclcheck.catalogue.knowledge import Hit as Known
-from ncclcheck.catalogue.knowledge import best
+from ncclcheck.catalogue.knowledge import best, lookup, quoted
+# the tables of errors (an entry is a failure's name, number or text), as against NCCL's own
+# formats, which also hold its informational messages
+from ncclcheck.catalogue.knowledge_index import NAMED as ENUMERATIONS
 from ncclcheck.explain.cues import category_signature
 from ncclcheck.catalogue import LAST_RESORT
-from ncclcheck.explain.evidence import Role, Weight
+from ncclcheck.explain.evidence import UNTOLD, Role, Weight, quoted_category
 from ncclcheck.explain.excerpt import excerpt
 from ncclcheck.explain.findings import Hit
 from ncclcheck.explain.readers import ERROR, GATE, Reader
@@ -37,7 +45,6 @@ from ncclcheck.model import Category
 
 PREFIX = "component."
 PRIORITY = 45  # below the signatures that name a message, above the guesses
-_TOLD = frozenset({"other", "ok", Category.RANK_CRASHED.value, Category.TIMEOUT.value})
 # The tables read from the software's own enumerations and sources (a name, a number, a source
 # file); torch's and Lightning's message tables file messages by their words, which the
 # signatures and the text model already read.
@@ -61,9 +68,8 @@ def read_line(run: Run, line: Line) -> None:
     if not (cand.error or cand.gated) or not line.guessable:
         return
     claim = line.claim
-    if claim is not None and claim[0].claim_level != LAST_RESORT:
-        return  # a signature reads the message itself (NCCL's generic results included: the
-        # catalogue leaves those generic on purpose, and the context rules explain them)
+    if claim is not None and not _says_only_that(claim[0]):
+        return  # a signature reads the message itself
     weight_of_line = line.weight
     nccl_warn = "NCCL WARN" in line.info.message
     # torch's glog warning that speaks of a failure (a connect that failed with an errno, a
@@ -73,14 +79,15 @@ def read_line(run: Run, line: Line) -> None:
     failing = weight_of_line >= 2
     if not (nccl_warn or torch_warn or failing):
         return  # neither an error line nor NCCL's warning: nothing failed here
-    known = _best(line.info.message)
-    if known is None or known.category in _TOLD or known.table not in _TABLES:
+    known = _known(line.info.message, claim[0] if claim is not None else None)
+    if known is None or known.category in UNTOLD or known.table not in _TABLES:
         return
     sig = component_signature(Category(known.category))
     facts = {"origin": _origin(known), "what": _what(known), "line": line.number,
              "component": known.component, "table": known.table, "key": known.key[:200],
              "how": known.how}
-    role = Role.CONTEXT if nccl_warn and not failing else Role.CAUSE
+    role = (Role.CONTEXT if nccl_warn and not failing and not _quotes_error(line.info.message)
+            else Role.CAUSE)
     # The wrapper's own line read for its cause outranks the wrapper; a line nobody claimed
     # is read like the keyword cues, from one line, below the reading of the whole run.
     weight = Weight.REASONED if claim is not None else Weight.KEYWORD
@@ -88,6 +95,38 @@ def read_line(run: Run, line: Line) -> None:
                          line.info.rank if line.info.rank is not None else line.file_rank,
                          line.info.host, line.info.time, run.findings.hits,
                          role=role, weight=weight))
+
+
+def _says_only_that(sig) -> bool:
+    """Whether the signature that claimed a line says only that something failed: a last
+    resort (an exception nobody recognised), one of NCCL's generic results (a system call
+    that failed, an internal error) or a wrapper of an enumeration's entry (``quotes``). The
+    line's own component may still say what: NCCL's ``include/shm.h`` printing "Call to
+    posix_fallocate failed" is shared memory, a "Cuda failure 'peer access is not
+    supported'" is peer-to-peer."""
+    return sig.claim_level == LAST_RESORT or sig.generic or bool(sig.quotes)
+
+
+@lru_cache(maxsize=4096)
+def _quotes_error(message: str) -> bool:
+    """Whether an NCCL warning quotes an error of an enumeration (a verbs work completion or
+    async event that failed, the errno of a failed call, a CUDA error, an NCCL result): NCCL
+    reports a failure there, not a fallback it carries on from ("No device found")."""
+    return any(hit.table in ENUMERATIONS and hit.category not in UNTOLD for hit in lookup(message))
+
+
+def _known(message: str, claimed_by) -> Known | None:
+    """What the tables say of the line: for a wrapper, the entry it quotes where that names
+    more than the wrapper (else nothing: the wrapper said it); for one of NCCL's generic
+    results, what another table says (the result's own entry is what its signature read);
+    otherwise the best hit."""
+    if claimed_by is not None and claimed_by.quotes:
+        if quoted_category(claimed_by, message) is None:
+            return None
+        return quoted(message, claimed_by.quotes)
+    if claimed_by is not None and claimed_by.generic:
+        return next((hit for hit in lookup(message) if hit.table != "nccl_result"), None)
+    return _best(message)
 
 
 @lru_cache(maxsize=4096)  # one lookup per distinct message (ranks repeat theirs)

@@ -1,0 +1,90 @@
+"""The component that printed a line is read where a signature says only that something failed.
+
+NCCL's generic results ("Call to posix_fallocate failed"), a wrapper that quotes a CUDA error
+("Cuda failure '...'") and an NCCL warning that quotes a failed verbs completion all carry
+their origin: the knowledge tables generated from that software (ncclcheck/catalogue/knowledge)
+say what failed. Lines are real NCCL output (the corpus file named beside each); where a
+signature already knows the exact message, it is left out of the catalogue to stand for a
+release's wording nobody wrote a signature for.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ncclcheck.catalogue import Catalogue, load
+from ncclcheck.catalogue.parse import build
+from ncclcheck.explain.engine import explain
+
+# world/dev/c1-004 (NCCL 2.7.3 in a container with a 64 MB /dev/shm)
+FALLOCATE = "include/shm.h:28 NCCL WARN Call to posix_fallocate failed: No space left on device"
+# world/dev/c13-011 (a verbs completion with status 12, IBV_WC_RETRY_EXC_ERR)
+COMPLETION = ("task-646--1-mhpnk:91:123 [0] transport/net_ib.cc:881 NCCL WARN NET/IB : Got "
+              "completion from peer 172.17.127.14<60090> with error 12, opcode 0, len 0, vendor "
+              "err 129")
+# NCCL's "Cuda failure" macro around a CUDA error that the cuda table files under p2p
+NVLINK = ("node1:3301:3350 [0] transport/p2p.cc:300 NCCL WARN Cuda failure 'uncorrectable "
+          "NVLink error detected during the execution'")
+
+
+def _explain(tmp_path, text: str, catalogue: Catalogue | None = None):
+    log = tmp_path / "run.log"
+    log.write_text(text)
+    return explain([str(log)], None, catalogue)
+
+
+def _without(*ids: str) -> Catalogue:
+    """The shipped catalogue less ``ids``: a wording of those messages no signature knows."""
+    shipped = load()
+    return Catalogue(tuple(s for s in shipped.signatures if s.id not in ids),
+                     {name: tuple(i for i in found if i not in ids)
+                      for name, found in shipped.files.items()})
+
+
+def test_a_generic_result_is_read_for_the_subsystem_that_printed_it(tmp_path):
+    """NCCL's "Call to X failed" is generic; include/shm.h printed it: shared memory."""
+    found = _explain(tmp_path, FALLOCATE + "\n", _without("nccl.shm_failed"))
+    assert found.root.signature.id == "component.shared_memory"
+    assert "nccl.syscall_failed" in [f.signature.id for f in found.findings]
+    assert found.root.first.line == 1
+
+
+def test_a_wrapper_is_read_for_the_cuda_error_it_quotes(tmp_path):
+    found = _explain(tmp_path, NVLINK + "\n")
+    assert found.root.signature.id == "component.p2p"
+    assert found.root.first.facts["table"] == "cuda"
+    wrapper = next(f for f in found.findings if f.signature.id == "nccl.cuda_failure")
+    assert wrapper is not found.root
+
+
+def test_a_cuda_error_that_says_no_more_than_the_wrapper_leaves_it_the_cause(tmp_path):
+    found = _explain(tmp_path, "node1:1:2 [0] init.cc:100 NCCL WARN Cuda failure 'unknown error'\n")
+    assert found.root.signature.id == "nccl.cuda_failure"
+    assert not [f for f in found.findings if f.signature.id.startswith("component.")]
+
+
+def test_a_warning_that_quotes_a_failed_verbs_completion_is_a_failure(tmp_path):
+    found = _explain(tmp_path, COMPLETION + "\n", _without("nccl.ib_completion_error"))
+    assert found.root is not None and found.root.signature.id == "component.infiniband"
+
+
+@pytest.mark.parametrize("line", [
+    "node1:3301:3301 [0] NCCL INFO NET/IB : No device found.",
+    "node1:3301:3301 [0] transport/net_ib.cc:120 NCCL WARN NET/IB : No device found.",
+    "node1:3301:3301 [0] transport/net_ib.cc:900 NCCL WARN NET/IB : Got async event : GID table "
+    "change",
+])
+def test_a_warning_that_quotes_no_error_stays_context(tmp_path, line):
+    """A fallback or an event that is no failure (the verbs table files GID changes as ok)."""
+    found = _explain(tmp_path, "epoch 1 loss 0.3\n" + line + "\nepoch 2 loss 0.2\n")
+    assert found.root is None
+    assert not found.hypotheses
+
+
+def test_quotes_must_name_an_enumeration_table():
+    entry = {"id": "x.wrapper", "category": "cuda", "title": "t", "meaning": "m", "fix": "f",
+             "patterns": ["Cuda failure '(?P<error>[^']+)'"], "example": "Cuda failure 'x'",
+             "quotes": "nccl_formats"}
+    with pytest.raises(ValueError, match="quotes names no enumeration table"):
+        build(entry, "test.toml")
+    assert build({**entry, "quotes": "cuda"}, "test.toml").quotes == "cuda"
