@@ -88,3 +88,41 @@ def test_quotes_must_name_an_enumeration_table():
     with pytest.raises(ValueError, match="quotes names no enumeration table"):
         build(entry, "test.toml")
     assert build({**entry, "quotes": "cuda"}, "test.toml").quotes == "cuda"
+
+
+# world/dev/c1-002 (NCCL 2.3's bare WARN, no IP interface on the host)
+SOCKET_FAMILY = ("include/socket.h:344 WARN Socket creation failed : Address family not "
+                 "supported by protocol")
+
+
+def test_a_connection_wrapper_is_read_for_the_errno_it_quotes(tmp_path):
+    """errno 97 (EAFNOSUPPORT) says more than "socket creation failed": no usable interface."""
+    found = _explain(tmp_path, SOCKET_FAMILY + "\n", _without("nccl.socket_family_unsupported"))
+    assert found.root.signature.id == "component.interface"
+    assert found.root.first.facts["table"] == "errno"
+
+
+@pytest.mark.parametrize("stamp", ["[W socket.cpp:558]", "[W1206 10:00:00.123 socket.cpp:558]"])
+def test_torch_warnings_alone_are_no_failure(tmp_path, stamp):
+    """torch tries an IPv6 socket first and warns when the kernel has none; it carries on with
+    IPv4 (world/dev/c3-020, a clean run). Both of torch's stamps read the same."""
+    line = (f"{stamp} [c10d] The client socket cannot be initialized to connect to "
+            "[localhost]:29500 (errno: 97 - Address family not supported by protocol).")
+    found = _explain(tmp_path, f"{line}\n{line}\n")
+    assert found.root is None and not found.hypotheses
+
+
+@pytest.mark.parametrize("line, severity", [
+    ("[E ProcessGroupNCCL.cpp:485] [Rank 6] Watchdog caught collective operation timeout", "E"),
+    ("[rank1]:[E ProcessGroupNCCL.cpp:543] Some NCCL operations have failed", "E"),
+    ("[W socket.cpp:436] [c10d] The server socket has failed to bind", "W"),
+    ("[E906 12:16:32.61 ProcessGroupNCCL.cpp:607] [Rank 3] Watchdog caught", "E"),
+])
+def test_torch_s_severity_is_read_from_both_of_its_stamps(line, severity):
+    """torch up to 2.0 stamps ``[E file.cpp:N]``, later glog's ``[E0906 12:16:32 ...]``; an
+    error it logged is a failure line whatever its words ("before timing out")."""
+    from ncclcheck.explain.fallback import line_weight
+    from ncclcheck.explain.lines import parse_line
+    info = parse_line(line)
+    assert info.severity == severity
+    assert line_weight(info.message, info.severity) == (2.0 if severity == "E" else 1.0)

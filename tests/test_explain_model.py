@@ -229,6 +229,10 @@ def test_a_decisive_signature_keeps_the_root_cause_and_leads_the_hypotheses():
     ("subprocess.CalledProcessError: Command 'x' returned non-zero exit status 134.", 6),
     ("died with <Signals.SIGSEGV: 11>.", 11),
     ("=   KILLED BY SIGNAL: 9 (Killed)", 9),
+    # DeepSpeed's launcher (world/dev/c15-004)
+    ("[ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python', '-u', 'train.py'] exits with "
+     "return code = -9", 9),
+    ("exits with return code = 1", None),
     ("exited with code 1", None),
     ("rank 9 of 16 joined", None),
 ])

@@ -58,6 +58,12 @@ _HARMLESS = re.compile(r"(?<!=)\bINFO\b|(?<!=)\bWARNING\b|Warning\b|deprecat|\bn
 _NCCL_WARN = re.compile(r"\bNCCL WARN\b|^\s*WARN\b|\.(?:cc|cu|h|cpp):\d+ WARN\b")
 
 
+def is_nccl_warning(message: str) -> bool:
+    """Whether the line is NCCL's WARN, in any release's shape (``NCCL WARN``, or before 2.4
+    a bare ``WARN`` after the source file: ``include/socket.h:344 WARN ...``)."""
+    return _NCCL_WARN.search(message) is not None
+
+
 @dataclass(frozen=True)
 class ErrorLine:
     """Where a cue was read from."""
@@ -114,13 +120,16 @@ def line_weight(message: str, severity: str | None = None) -> float:
     the line parser: torch's ``[I ...]`` lines are information whatever words they hold (a
     debug line that says "failed" while closing a loop), its ``[W ...]`` lines count as an
     NCCL warning when they speak of a failure (a bind that failed with errno 98 is a warning
-    in torch's log, and often the only line that says why the run died)."""
+    in torch's log, and often the only line that says why the run died), its ``[E ...]`` and
+    ``[F ...]`` lines are failures (a watchdog's timeout, whatever its wording)."""
     if severity == "I":
         return 0.5
+    if severity in ("E", "F"):  # what the program itself logged as an error
+        return 2.0
     if severity == "W":  # as NCCL's WARN: a failure it went on from, or one it reports
         return 1.0 if _FAILED.search(message) else 0.0
     harmless = _HARMLESS.search(message)
-    if _NCCL_WARN.search(message):
+    if is_nccl_warning(message):
         return 1.0
     if harmless:
         return 0.5 if "INFO" in message else 0.0

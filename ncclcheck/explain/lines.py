@@ -35,6 +35,7 @@ _PREFIXES = r"""\s*(?:
       | (?P<pystamp>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)(?:Z|[+-]\d\d:?\d\d)?\s   # logging
       | (?P<glog2>[IWEF])(?P<month2>\d{1,2})(?P<day2>\d\d)\s(?P<clock2>\d\d:\d\d:\d\d(?:\.\d+)?)\s\d+\s\S+:\d+\]\s?
       | \[(?P<glog>[IWEF])(?P<month>\d{1,2})(?P<day>\d\d)\s(?P<clock>\d\d:\d\d:\d\d(?:\.\d+)?)[^\]]*\]\s?
+      | \[(?P<c10>[IWEF])\s[\w.\-]+\.(?:cpp|cc|h):\d+\]\s?          # torch <= 2.0: [E socket.cpp:860]
       | (?P<host>[A-Za-z0-9][\w.\-]*):(?P<pid>\d+):(?P<tid>\d+)\s(?:\[(?P<dev>\d+)\]\s)?   # NCCL
       | \((?P<ray>[A-Za-z_]\w*\ )?pid=(?P<ray_pid>\d+)(?:,\ ip=[\d.:a-fA-F]+)?\)\s    # Ray worker
       | \[pod/[^/\]\s]+/[^\]\s]+\]\s                                 # kubectl logs --prefix
@@ -89,6 +90,8 @@ def parse_line(text: str, default_year: int | None = None) -> LineInfo:
             info.severity = info.severity or found["glog" + suffix]
             info.time = info.time or _glog({key: found[key + suffix]
                                             for key in ("month", "day", "clock")}, default_year)
+        elif kind == "c10":
+            info.severity = info.severity or found["c10"]
         elif kind in ("tid", "dev"):
             info.host, info.pid = found["host"], int(found["pid"])
         pos = found.end()

@@ -17,7 +17,9 @@ looks the line up and adds what it found:
   device found" and falls back to sockets), so it is never a failure by itself; it explains a
   generic failure that stands first (arbiter.py). A WARN that quotes an error of an
   enumeration (a verbs completion or async event that failed, the errno of a failed call, a
-  CUDA error) reports a failure: a cause;
+  CUDA error) reports a failure: a cause. A torch ``[W ...]`` warning is context whatever it
+  quotes: torch carried on (it tries an IPv6 socket, warns "errno: 97 - Address family not
+  supported", and uses IPv4), so a log of warnings alone has no root cause;
 - on a wrapper's line (catalogue ``quotes``: NCCL's "Cuda failure '...'"), the quoted entry's
   category where it names more than the wrapper: the arbiter reads the wrapper for its cause.
 
@@ -38,6 +40,7 @@ from ncclcheck.explain.cues import category_signature
 from ncclcheck.catalogue import LAST_RESORT
 from ncclcheck.explain.evidence import UNTOLD, Role, Weight, quoted_category
 from ncclcheck.explain.excerpt import excerpt
+from ncclcheck.explain.fallback import is_nccl_warning
 from ncclcheck.explain.findings import Hit
 from ncclcheck.explain.readers import ERROR, GATE, Reader
 from ncclcheck.explain.run import Line, Run
@@ -71,10 +74,9 @@ def read_line(run: Run, line: Line) -> None:
     if claim is not None and not _says_only_that(claim[0]):
         return  # a signature reads the message itself
     weight_of_line = line.weight
-    nccl_warn = "NCCL WARN" in line.info.message
+    nccl_warn = is_nccl_warning(line.info.message)
     # torch's glog warning that speaks of a failure (a connect that failed with an errno, a
-    # bind refused): what failed, read from one line like the keyword cues (a run that went on
-    # after it completed, readers/recovery.py)
+    # bind refused): what failed, read from one line, to explain a failure that followed
     torch_warn = line.info.severity == "W" and weight_of_line >= 1
     failing = weight_of_line >= 2
     if not (nccl_warn or torch_warn or failing):
@@ -86,8 +88,11 @@ def read_line(run: Run, line: Line) -> None:
     facts = {"origin": _origin(known), "what": _what(known), "line": line.number,
              "component": known.component, "table": known.table, "key": known.key[:200],
              "how": known.how}
-    role = (Role.CONTEXT if nccl_warn and not failing and not _quotes_error(line.info.message)
-            else Role.CAUSE)
+    # a warning explains a failure, never stands for one: NCCL's unless it quotes an error (it
+    # reports a failure there), torch's always (it carried on: an IPv6 socket that could not
+    # be made, then the IPv4 one that worked)
+    warned = torch_warn or (nccl_warn and not _quotes_error(line.info.message))
+    role = Role.CONTEXT if warned and not failing else Role.CAUSE
     # The wrapper's own line read for its cause outranks the wrapper; a line nobody claimed
     # is read like the keyword cues, from one line, below the reading of the whole run.
     weight = Weight.REASONED if claim is not None else Weight.KEYWORD
