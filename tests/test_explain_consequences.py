@@ -175,3 +175,34 @@ def test_hypotheses_show_no_line_without_words():
     assert evidence
     bare = [t for t in evidence if not re.search(r"[A-Za-z0-9]", t.split("]:")[-1])]
     assert not bare, bare
+
+
+def test_a_traceback_header_cut_by_a_launchers_report_is_the_jobs():
+    """A log that ends on the job's "Traceback (most recent call last):" (the paste stopped
+    there, dev c35-018), then a launcher's report of the death: the header is the job's, read
+    as a failure; only a frame of torchrun's own traceback makes it the launcher's."""
+    from ncclcheck.explain.readers.text_model import _job_s
+    from ncclcheck.explain.printers import launcher_frame
+    srun = "srun: error: node1: task 1: Exited with exit code 1"
+    frame = '  File "/usr/local/bin/torchrun", line 8, in <module>'
+    assert _job_s(srun, srun) and not _job_s(frame, frame.strip())
+    assert launcher_frame(frame) and not launcher_frame(srun)
+
+
+def test_a_launchers_tail_keeps_a_log_ending_on_a_traceback_header(tmp_path):
+    """What the text model reads of the log is the same with each real launcher's tail."""
+    from logtails import append_tail, load
+    log = (WORLD / "dev" / "c35-018-vllm-07-kuberay-pynccl-sanity-fail.log").read_text("utf-8")
+    assert log.rstrip().endswith("Traceback (most recent call last):")
+    alone = [x[2] for x in explain([str(_write(tmp_path / "a.log", log))]).text.lines]
+    assert "[rank0]: Traceback (most recent call last):" in alone
+    tails = load()
+    assert len(tails) == 8
+    for name, tail in tails.items():
+        tailed = explain([str(_write(tmp_path / "b.log", append_tail(log, tail)))])
+        assert [x[2] for x in tailed.text.lines][:len(alone)] == alone, name
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text, "utf-8")
+    return path

@@ -35,11 +35,11 @@ CEILINGS: dict[str, tuple[int, int, int]] = {
         "srun-l-exit1", "torchrun-abort", "torchrun-exit1")},
     **{f"prefix:{style}": (0, 0, 0) for style in (
         "srun-l", "torchrun-tee", "torch-rank", "ray", "kubectl", "compose", "journald", "ts")},
-    "interleave": (49, 42, 0),
+    "interleave": (45, 42, 0),
     "fold": (4, 1, 0),
     "wrap80": (0, 0, 0),
-    "cut": (3, 1, 0),
-    "cut-count": (3, 1, 0),
+    "cut": (2, 1, 0),
+    "cut-count": (2, 1, 0),
 }
 
 

@@ -29,6 +29,20 @@ _LAUNCHER = re.compile(
     r"the job to be terminated\. The first process to do so was:")
 
 
+# A frame of the launcher's own traceback (torchrun raising ChildFailedError): the traceback
+# header above it is the launcher's, not the job's.
+_OWN_FRAME = re.compile(r'\s*File "[^"]*(?:torch/distributed/(?:elastic/|run\.py|launcher/api\.py)|'
+                        r'/bin/torchrun)')
+
+
+def launcher_frame(message: str) -> bool:
+    """Whether a line is a frame of a launcher's own traceback (torchrun's), so that the
+    traceback header printed just before it is the launcher's; any other line of a launcher
+    (srun's "error: task 1: Exited", torchrun's "failed (exitcode: 1)") follows a traceback
+    of the job that was cut there."""
+    return bool(_OWN_FRAME.match(message))
+
+
 # The marks that a log prefix can hold: glog's source file ("... torch/distributed/run.py:766]")
 _SOURCE = re.compile(r"torch/distributed/(?:elastic/|run\.py|launcher/api\.py)")
 

@@ -4,8 +4,9 @@ reading is a guess at the cause (model_reading.py).
 
 It reads the guessable lines (printed_by.py) that the scanner hands on as errors, NCCL INFO or
 context, and each file's first and last lines. A traceback's header is held until the next
-line says whose traceback it is: torchrun's own (its ChildFailedError report) is left out
-(another rank's line printed in between does not decide).
+line says whose traceback it is: torchrun's own (a frame of torch.distributed's, on to its
+ChildFailedError report) is left out (another rank's line printed in between does not decide;
+a launcher's report of the death right after it leaves it the job's, cut there).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from ncclcheck.explain.lines import parse_line
 from ncclcheck.explain.model_reading import add_model_reading
 from ncclcheck.explain.normalize import without_progress
-from ncclcheck.explain.printers import printed_by_launcher
+from ncclcheck.explain.printers import launcher_frame, printed_by_launcher
 from ncclcheck.explain.readers import Reader
 from ncclcheck.explain.run import Line, Run
 
@@ -23,7 +24,7 @@ TRACEBACK = "Traceback (most recent call last)"
 def read_line(run: Run, line: Line) -> None:
     state = run.state.setdefault(("text_model", line.file), {})
     held = state.pop("held", None)
-    if held is not None and line.guessable:
+    if held is not None and (line.guessable or _job_s(line.text, line.info.message)):
         run.text.feed(line.file, *held)
     elif held is not None and not printed_by_launcher(line.text, line.info.message):
         state["held"] = held  # another rank's consequence in between: still undecided
@@ -55,7 +56,7 @@ def read_file_end(run: Run, file: str, edges: list[tuple[int, str]]) -> None:
         message = info.message
         launcher = printed_by_launcher(text, message)
         guessable = number not in unguessed and not launcher
-        if held is not None and guessable:
+        if held is not None and (guessable or _job_s(text, message)):
             run.text.feed(file, *held)
         if guessable or launcher:
             held = None  # decided (else another rank's consequence came in between)
@@ -65,6 +66,13 @@ def read_file_end(run: Run, file: str, edges: list[tuple[int, str]]) -> None:
             run.text.feed(file, number, text, message, info.severity)
     if held is not None:
         run.text.feed(file, *held)
+
+
+def _job_s(text: str, message: str) -> bool:
+    """Whether a launcher's line after a held traceback header leaves that header the job's:
+    any but a frame of the launcher's own traceback (the job's traceback was cut there, and
+    the launcher reported the death)."""
+    return printed_by_launcher(text, message) and not launcher_frame(message)
 
 
 def read_run(run: Run) -> None:
