@@ -35,7 +35,6 @@ _PREFIXES = r"""\s*(?:
       | (?P<pystamp>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)(?:Z|[+-]\d\d:?\d\d)?\s   # logging
       | (?P<glog2>[IWEF])(?P<month2>\d{1,2})(?P<day2>\d\d)\s(?P<clock2>\d\d:\d\d:\d\d(?:\.\d+)?)\s\d+\s\S+:\d+\]\s?
       | \[(?P<glog>[IWEF])(?P<month>\d{1,2})(?P<day>\d\d)\s(?P<clock>\d\d:\d\d:\d\d(?:\.\d+)?)[^\]]*\]\s?
-      | \[(?P<c10>[IWEF])\s[\w.\-]+\.(?:cpp|cc|h):\d+\]\s?          # torch <= 2.0: [E socket.cpp:860]
       | (?P<host>[A-Za-z0-9][\w.\-]*):(?P<pid>\d+):(?P<tid>\d+)\s(?:\[(?P<dev>\d+)\]\s)?   # NCCL
       | \((?P<ray>[A-Za-z_]\w*\ )?pid=(?P<ray_pid>\d+)(?:,\ ip=[\d.:a-fA-F]+)?\)\s    # Ray worker
       | \[pod/[^/\]\s]+/[^\]\s]+\]\s                                 # kubectl logs --prefix
@@ -50,6 +49,7 @@ LINE_PREFIXES = re.compile(_PREFIXES.replace("SYSLOG_STAMP", _SYSLOG_STAMP)
 # Only translated for Hyperscan, never matched by Python: kept as the pattern (verbose, re.X).
 SCAN_PREFIXES = _PREFIXES.replace("SYSLOG_STAMP", _SYSLOG_STAMP).replace("JOURNALD_SOURCE", "")
 SYSLOG_START = re.compile(rb"\s*" + _SYSLOG_STAMP.encode())
+_C10_STAMP = re.compile(r"\[([IWEF]) [\w.\-]+\.(?:cpp|cc|h):\d+\] ")
 _RANK_IN_TEXT = re.compile(r"\[(?:PG [^\]]*?)?Rank (?P<rank>\d+)\]")
 
 
@@ -90,12 +90,15 @@ def parse_line(text: str, default_year: int | None = None) -> LineInfo:
             info.severity = info.severity or found["glog" + suffix]
             info.time = info.time or _glog({key: found[key + suffix]
                                             for key in ("month", "day", "clock")}, default_year)
-        elif kind == "c10":
-            info.severity = info.severity or found["c10"]
         elif kind in ("tid", "dev"):
             info.host, info.pid = found["host"], int(found["pid"])
         pos = found.end()
     info.message = text[pos:] if pos else text
+    if info.severity is None:
+        # torch up to 2.0 stamped its C++ log lines "[E socket.cpp:860]": the severity is read,
+        # the stamp left on the message (not a prefix: the Hyperscan pass would pay for it)
+        stamp = _C10_STAMP.match(info.message)
+        info.severity = stamp.group(1) if stamp else None
     if info.rank is None and "Rank " in info.message:
         in_text = _RANK_IN_TEXT.search(info.message)
         if in_text:
