@@ -109,15 +109,10 @@ class Signature:
                 facts.update(counts(facts))
                 checked = {**(known or {}), **facts}
                 if all(holds(condition, checked) for condition in self.requires):
-                    return None if self.quotes and _quotes_no_failure(line, self.quotes) else facts
+                    return None if self.quotes and quotes_no_failure(line, self.quotes) else facts
         return None
 
     def render(self, facts: Mapping[str, Any] | None = None) -> tuple[str, str]:
         """(explanation, fix) with the facts filled in; unknown facts drop their optional part."""
         full = derived_facts(facts or {})
         return fill(self.meaning, full), fill(self.fix, full)
-
-
-def _quotes_no_failure(line: str, table_name: str) -> bool:
-    """Whether the entry of ``table_name`` that ``line`` quotes is filed as no failure."""
-    return quotes_no_failure(line, table_name)
