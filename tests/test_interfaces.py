@@ -8,6 +8,9 @@ no RDMA hardware exists here).
 
 from __future__ import annotations
 
+import json
+import sys
+
 import pytest
 
 from ncclcheck.ncclib.config_files import nccl_environment
@@ -256,3 +259,32 @@ def test_enumeration_falls_back_to_psutil(monkeypatch):
     assert [(i.name, i.up, i.running, i.ipv4) for i in fallback] == \
         [(i.name, i.up, i.running, i.ipv4) for i in real]
     assert predict_nccl_interfaces({}, fallback) == predict_nccl_interfaces({}, real)
+
+
+_UP_BOTH_WAYS = """
+import json, ncclcheck.network.enumeration as e
+real = {i.name: i.up for i in e.list_interfaces()}
+def broken():
+    raise OSError("no getifaddrs")
+e._getifaddrs = broken
+print(json.dumps([real, {i.name: i.up for i in e.list_interfaces()}]))
+"""
+
+
+@pytest.mark.netns
+@pytest.mark.slow
+def test_an_interface_up_without_a_carrier_is_up_both_ways(netns_cluster):
+    """A bridge whose ports are all down (docker0 after its containers stopped) is up for the
+    kernel, with no carrier; psutil's isup also asks for a carrier, its flags do not: the
+    fallback reads them (a real bridge in a namespace this test makes)."""
+    cluster = netns_cluster("up", "198.18.41", nodes=1)
+    netns = cluster.node(0).netns
+    cluster.ns(netns, "ip", "link", "add", "dock0", "type", "bridge")
+    cluster.ns(netns, "ip", "link", "add", "vport0", "type", "veth", "peer", "name", "vport1")
+    cluster.ns(netns, "ip", "link", "set", "vport0", "master", "dock0")
+    cluster.ns(netns, "ip", "link", "set", "dock0", "up")
+    shown = cluster.ns(netns, "ip", "link", "show", "dock0").stdout
+    assert "NO-CARRIER" in shown and ",UP" in shown
+    out = cluster.ns(netns, sys.executable, "-c", _UP_BOTH_WAYS).stdout
+    real, fallback = json.loads(out)
+    assert real["dock0"] is True and fallback == real

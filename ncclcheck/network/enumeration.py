@@ -109,7 +109,11 @@ def _psutil_entries() -> list[_RawEntry]:
     for name, addrs in sorted(psutil.net_if_addrs().items(), key=lambda kv: index(kv[0])):
         st = stats.get(name)
         flag_words = set((getattr(st, "flags", "") or "").split(",")) if st else set()
-        flags = ((_IFF_UP if st and st.isup else 0)
+        # psutil's isup is IFF_UP and IFF_RUNNING: an interface that is up without a carrier
+        # (docker0 with no container) is up for the kernel; its flags say so where psutil
+        # gives them (5.9.3 on)
+        up = "up" in flag_words if flag_words - {""} else bool(st and st.isup)
+        flags = ((_IFF_UP if up else 0)
                  | (_IFF_RUNNING if "running" in flag_words else 0)
                  | (_IFF_LOOPBACK if "loopback" in flag_words else 0))
         entries.append(_RawEntry(name, flags, None, None, None, 0))
