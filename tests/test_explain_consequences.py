@@ -181,11 +181,12 @@ def test_a_traceback_header_cut_by_a_launchers_report_is_the_jobs():
     """A log that ends on the job's "Traceback (most recent call last):" (the paste stopped
     there, dev c35-018), then a launcher's report of the death: the header is the job's, read
     as a failure; only a frame of torchrun's own traceback makes it the launcher's."""
-    from ncclcheck.explain.readers.text_model import _job_s
+    from ncclcheck.explain.readers.text_model import _leaves_header_the_jobs
     from ncclcheck.explain.printers import launcher_frame
     srun = "srun: error: node1: task 1: Exited with exit code 1"
     frame = '  File "/usr/local/bin/torchrun", line 8, in <module>'
-    assert _job_s(srun, srun) and not _job_s(frame, frame.strip())
+    assert _leaves_header_the_jobs(srun, srun)
+    assert not _leaves_header_the_jobs(frame, frame.strip())
     assert launcher_frame(frame) and not launcher_frame(srun)
 
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ncclcheck.catalogue.knowledge import Hit as Known
-from ncclcheck.catalogue.knowledge import best, lookup, quoted
+from ncclcheck.catalogue.knowledge import lookup, quoted
 # the tables of errors (an entry is a failure's name, number or text), as against NCCL's own
 # formats, which also hold its informational messages
 from ncclcheck.catalogue.knowledge_index import NAMED as ENUMERATIONS
@@ -112,12 +112,11 @@ def _says_only_that(sig) -> bool:
     return sig.claim_level == LAST_RESORT or sig.generic or bool(sig.quotes)
 
 
-@lru_cache(maxsize=4096)
 def _quotes_error(message: str) -> bool:
     """Whether an NCCL warning quotes an error of an enumeration (a verbs work completion or
     async event that failed, the errno of a failed call, a CUDA error, an NCCL result): NCCL
     reports a failure there, not a fallback it carries on from ("No device found")."""
-    return any(hit.table in ENUMERATIONS and hit.category not in UNTOLD for hit in lookup(message))
+    return any(hit.table in ENUMERATIONS and hit.category not in UNTOLD for hit in _hits(message))
 
 
 def _known(message: str, claimed_by) -> Known | None:
@@ -130,13 +129,14 @@ def _known(message: str, claimed_by) -> Known | None:
             return None
         return quoted(message, claimed_by.quotes)
     if claimed_by is not None and claimed_by.generic:
-        return next((hit for hit in lookup(message) if hit.table != "nccl_result"), None)
-    return _best(message)
+        return next((hit for hit in _hits(message) if hit.table != "nccl_result"), None)
+    return next(iter(_hits(message)), None)
 
 
 @lru_cache(maxsize=4096)  # one lookup per distinct message (ranks repeat theirs)
-def _best(message: str) -> Known | None:
-    return best(message)
+def _hits(message: str) -> tuple[Known, ...]:
+    """Everything the tables say of a message, most specific first (knowledge.lookup)."""
+    return tuple(lookup(message))
 
 
 def _origin(known: Known) -> str:

@@ -24,7 +24,8 @@ TRACEBACK = "Traceback (most recent call last)"
 def read_line(run: Run, line: Line) -> None:
     state = run.state.setdefault(("text_model", line.file), {})
     held = state.pop("held", None)
-    if held is not None and (line.guessable or _job_s(line.text, line.info.message)):
+    if held is not None and (line.guessable
+                             or _leaves_header_the_jobs(line.text, line.info.message)):
         run.text.feed(line.file, *held)
     elif held is not None and not printed_by_launcher(line.text, line.info.message):
         state["held"] = held  # another rank's consequence in between: still undecided
@@ -56,7 +57,7 @@ def read_file_end(run: Run, file: str, edges: list[tuple[int, str]]) -> None:
         message = info.message
         launcher = printed_by_launcher(text, message)
         guessable = number not in unguessed and not launcher
-        if held is not None and (guessable or _job_s(text, message)):
+        if held is not None and (guessable or _leaves_header_the_jobs(text, message)):
             run.text.feed(file, *held)
         if guessable or launcher:
             held = None  # decided (else another rank's consequence came in between)
@@ -68,7 +69,7 @@ def read_file_end(run: Run, file: str, edges: list[tuple[int, str]]) -> None:
         run.text.feed(file, *held)
 
 
-def _job_s(text: str, message: str) -> bool:
+def _leaves_header_the_jobs(text: str, message: str) -> bool:
     """Whether a launcher's line after a held traceback header leaves that header the job's:
     any but a frame of the launcher's own traceback (the job's traceback was cut there, and
     the launcher reported the death)."""
