@@ -126,3 +126,36 @@ def test_torch_s_severity_is_read_from_both_of_its_stamps(line, severity):
     info = parse_line(line)
     assert info.severity == severity
     assert line_weight(info.message, info.severity) == (2.0 if severity == "E" else 1.0)
+
+
+# world/dev/c1-055 (Lightning, two processes on one GPU; NCCL 2.7.8)
+DUPLICATE = ("frodo:33793:33885 [1] init.cc:573 NCCL WARN Duplicate GPU detected : rank 1 and "
+             "rank 0 both on CUDA device 83000")
+
+
+def test_a_warning_whose_own_words_name_the_failure_is_one(tmp_path):
+    """init.cc is a file of no subsystem: the format's words ("Duplicate GPU detected") are
+    what the table files it by, and they name a failure (NCCL returns invalid usage), where a
+    warning filed by its file alone ("NET/IB : No device found") only says where it printed."""
+    found = _explain(tmp_path, DUPLICATE + "\n", _without("nccl.duplicate_gpu"))
+    assert found.root is not None and found.root.signature.id == "component.duplicate_gpu"
+    assert found.root.first.facts["table"] == "nccl_formats"
+
+
+# world/dev/c16-003 (torchrun under Slurm on Kubernetes, the rendezvous host unknown)
+RENDEZVOUS = ("RendezvousConnectionError: TCP client failed to connect/validate to host "
+              "slinky-0:29400 - {reason}")
+
+
+@pytest.mark.parametrize("reason, category", [
+    ("Name or service not known", "name_resolution"),
+    ("Temporary failure in name resolution", "name_resolution"),
+    ("Connection refused", "connection"),
+])
+def test_torchrun_s_connection_error_is_read_for_the_resolver_error_it_quotes(
+        tmp_path, reason, category):
+    """The agent's wrapper quotes getaddrinfo's error: a host name that does not resolve is a
+    name-resolution failure whatever wraps it; a refused connection stays the wrapper's."""
+    found = _explain(tmp_path, RENDEZVOUS.format(reason=reason) + "\n",
+                     _without("torch.store_host_unresolved"))
+    assert found.root is not None and found.root.signature.category.value == category

@@ -160,12 +160,27 @@ def _formats(level: str, message: str) -> tuple[Candidate, ...]:
     return tuple(c for c in found if c.matches(low, message))
 
 
+def _file_category(file: str, idx: Index) -> str | None:
+    """The category NCCL's source ``file`` (src/-relative) is filed under, by its subsystem."""
+    return (idx.files.get(file) or next((c for p, c in idx.file_rules if re.search(p, file)), None)
+            or idx.folders.get(file.rpartition("/")[0]))
+
+
+def named_by_its_words(hit: Hit) -> bool:
+    """Whether an NCCL format's category comes from its own words, not from the file that
+    prints it: "Duplicate GPU detected" in init.cc (a file of no subsystem), "Address already
+    in use" in a socket file. Such a message names a failure; one filed by its file alone
+    ("NET/IB : No device found", in net_ib.cc) names where it was printed."""
+    if hit.table != "nccl_formats" or hit.how != "format":
+        return False
+    file = hit.entry.get("file")
+    return bool(file) and hit.category != _file_category(file, index())
+
+
 def _nccl_origin(nccl: NcclLine, idx: Index, low: str) -> list[Hit]:
     found = []
     if nccl.file is not None:
-        category = (idx.files.get(nccl.file)
-                    or next((c for p, c in idx.file_rules if re.search(p, nccl.file)), None)
-                    or idx.folders.get(nccl.file.rpartition("/")[0]))
+        category = _file_category(nccl.file, idx)
         if category is not None:
             found.append(Hit("nccl_formats", nccl.file, category, "nccl", "file",
                              {"file": nccl.file}, nccl.level, nccl.file))

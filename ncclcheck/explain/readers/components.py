@@ -32,7 +32,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ncclcheck.catalogue.knowledge import Hit as Known
-from ncclcheck.catalogue.knowledge import lookup, quoted
+from ncclcheck.catalogue.knowledge import lookup, named_by_its_words, quoted
 # the tables of errors (an entry is a failure's name, number or text), as against NCCL's own
 # formats, which also hold its informational messages
 from ncclcheck.catalogue.knowledge_index import NAMED as ENUMERATIONS
@@ -91,7 +91,8 @@ def read_line(run: Run, line: Line) -> None:
     # a warning explains a failure, never stands for one: NCCL's unless it quotes an error (it
     # reports a failure there), torch's always (it carried on: an IPv6 socket that could not
     # be made, then the IPv4 one that worked)
-    warned = torch_warn or (nccl_warn and not _quotes_error(line.info.message))
+    warned = torch_warn or (nccl_warn and not _quotes_error(line.info.message)
+                            and not named_by_its_words(known))
     role = Role.CONTEXT if warned and not failing else Role.CAUSE
     # The wrapper's own line read for its cause outranks the wrapper; a line nobody claimed
     # is read like the keyword cues, from one line, below the reading of the whole run.
