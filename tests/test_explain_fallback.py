@@ -158,14 +158,3 @@ def test_an_enumeration_s_name_is_read_by_the_component_that_owns_it(tmp_path, l
     findings = _findings(tmp_path, f"epoch 1 loss 0.3\n{line}\n", model=None)
     assert [f["id"] for f in findings] == [f"component.{category}"]
     assert findings[0]["facts"]["table"] == "errno" and findings[0]["line"] == 2
-
-
-@pytest.mark.parametrize("line", [
-    # world/dev/c9-016 (Ray's core worker, its own stamp) and c10-015 (nvidia-smi in a pod)
-    "[2025-06-13 01:49:41,730 E 1 1] gcs_rpc_client.h:179: Failed to connect to GCS at address "
-    "10.108.0.184:6379 within 5 seconds.",
-    "Failed to initialize NVML: Unknown Error",
-])
-def test_a_sentence_that_starts_with_failed_is_a_failure_line(line):
-    """"Failed to ..." is how many components start a failure's sentence."""
-    assert line_weight(line) == 2.0

@@ -32,7 +32,7 @@ _FAILED = re.compile(
     r"Traceback \(most recent call last\)|^\W*(?:[\w.]+\.)?\w*(?:Error|Exception)\b|"
     r"\b(?:ERROR|FATAL|Fatal error|FAILED)\b|\berror\b(?![:=]?\s*[\d.]+)|Segmentation fault|"
     r"core dumped|\bKilled\b|\bAborted\b|bus error|exit ?code:? ?-?[1-9]|\bSIG[A-Z]{3,5}\b|"
-    r"NCCL error|nccl\w+Error|CUDA error|\b[Ff]ail(?:ed|ure)\b|"
+    r"NCCL error|nccl\w+Error|CUDA error|\bfail(?:ed|ure)\b|"
     # what a failure says in words of its own, whatever the program printing it
     r"(?i:\binvalid\b|out of memory|\bstuck\b|\bunable to\b|\bcould not\b|\bcannot\b|"
     r"timed out|refused|\bdenied\b|\bunreachable\b|\bincompatible\b|\bno space\b|"
