@@ -18,9 +18,10 @@ looks the line up and adds what it found:
   generic failure that stands first (arbiter.py). A WARN that quotes an error of an
   enumeration (a verbs completion or async event that failed, the errno of a failed call, a
   CUDA error), or whose format the table files by its own words rather than by the file that
-  prints it ("Duplicate GPU detected" in init.cc), reports a failure: a cause. A torch ``[W ...]`` warning is context whatever it
-  quotes: torch carried on (it tries an IPv6 socket, warns "errno: 97 - Address family not
-  supported", and uses IPv4), so a log of warnings alone has no root cause;
+  prints it ("Duplicate GPU detected" in init.cc), reports a failure: a cause. A torch
+  ``[W ...]`` warning is context whatever it quotes: torch carried on (it tries an IPv6
+  socket, warns "errno: 97 - Address family not supported", and uses IPv4), so a log of
+  warnings alone has no root cause;
 - on a wrapper's line (catalogue ``quotes``: NCCL's "Cuda failure '...'"), the quoted entry's
   category where it names more than the wrapper: the arbiter reads the wrapper for its cause.
 
@@ -90,8 +91,8 @@ def read_line(run: Run, line: Line) -> None:
              "component": known.component, "table": known.table, "key": known.key[:200],
              "how": known.how}
     # a warning explains a failure, never stands for one: NCCL's unless it quotes an error or
-    # its own words name the failure (it reports one there), torch's always (it carried on: an IPv6 socket that could not
-    # be made, then the IPv4 one that worked)
+    # its own words name the failure (it reports one there), torch's always (it carried on:
+    # an IPv6 socket that could not be made, then the IPv4 one that worked)
     warned = torch_warn or (nccl_warn and not _quotes_error(line.info.message)
                             and not named_by_its_words(known))
     role = Role.CONTEXT if warned and not failing else Role.CAUSE
