@@ -159,3 +159,88 @@ def test_torchrun_s_connection_error_is_read_for_the_resolver_error_it_quotes(
     found = _explain(tmp_path, RENDEZVOUS.format(reason=reason) + "\n",
                      _without("torch.store_host_unresolved"))
     assert found.root is not None and found.root.signature.category.value == category
+
+
+# world/dev/c13-001 (an H100 runner whose Fabric Manager could not bind NVLS memory): torch's
+# exception, then NCCL's last warning, which it echoes below "Last error:"
+NVLS_EXCEPTION = (
+    "torch.distributed.DistBackendError: NCCL error in: /var/lib/jenkins/workspace/torch/csrc/"
+    "distributed/c10d/NCCLUtils.cpp:93, unhandled cuda error (run with NCCL_DEBUG=INFO for "
+    "details), NCCL version 2.29.3\n"
+    "ncclUnhandledCudaError: Call to CUDA function failed.\n"
+    "Last error:\n"
+    "Failed to bind NVLink SHARP (NVLS) Multicast memory of size 2097152 : CUDA error 401 'the "
+    "operation cannot be performed in the present state'.\n")
+# world/dev/c3-023 (a hard-coded NCCL_SOCKET_IFNAME=eth0 on a host without it), under
+# torchrun's rank prefix
+NO_INTERFACE = (
+    "[rank0]: torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/"
+    "distributed/c10d/ProcessGroupNCCL.cpp:2588, internal error - please report this issue to "
+    "the NCCL developers, NCCL version 2.21.5\n"
+    "[rank0]: ncclInternalError: Internal check failed.\n"
+    "[rank0]: Last error:\n"
+    "[rank0]: Bootstrap : no socket interface found\n")
+
+
+@pytest.mark.parametrize("text, gone, category", [
+    (NVLS_EXCEPTION, "nccl.nvls_bind_failed", "p2p"),
+    (NO_INTERFACE, "nccl.no_socket_interface", "interface"),
+])
+def test_the_exception_is_read_for_the_last_error_it_quotes(tmp_path, text, gone, category):
+    """torch echoes NCCL's last warning below "Last error:" with no NCCL prefix: read as that
+    warning (NCCL's formats, their file's subsystem), it is why the call failed, and says more
+    than the result the exception names (an unhandled CUDA error, an internal error)."""
+    found = _explain(tmp_path, text, _without(gone))
+    assert found.root is not None
+    assert found.root.signature.id == f"component.last_error.{category}"
+    assert found.root.first.facts["table"] == "nccl_formats"
+    assert found.root.first.line == 4
+    wrapper = found.findings[1]
+    assert wrapper.first.line in (1, 2) and wrapper.signature.category.value != category
+
+
+def test_a_last_error_read_from_one_line_does_not_outrank_the_reading_of_the_run(tmp_path):
+    """ncclRemoteError is a consequence, not a wrapper of a cause: the last error it quotes
+    ("Connection closed by remote peer") is read from one line, below the text model's
+    reading of the whole run (a peer that went away), as any line nobody claimed."""
+    from ncclcheck.explain.engine import SHIPPED
+    text = ("[rank1]: torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/"
+            "distributed/c10d/NCCLUtils.hpp:268, remote process exited or there was a network "
+            "error, NCCL version 2.21.5\n"
+            "ncclRemoteError: A call failed possibly due to a network error or a remote process "
+            "exiting prematurely.\n"
+            "Last error:\n"
+            "socketProgress: Connection closed by remote peer node2<32926>\n")
+    log = tmp_path / "run.log"
+    log.write_text(text)
+    found = explain([str(log)], SHIPPED, _without("nccl.connection_closed"))
+    assert not found.root.signature.id.startswith("component.last_error")
+    assert found.root.signature.category.value == "rank_crashed"
+
+
+def test_a_line_that_does_not_follow_last_error_is_not_read_as_nccl_s_warning(tmp_path):
+    """The same words with no "Last error:" above them are no NCCL warning: no finding."""
+    found = _explain(tmp_path, NVLS_EXCEPTION.replace("Last error:\n", "\n"),
+                     _without("nccl.nvls_bind_failed"))
+    assert not any(f.signature.id.startswith("component.last_error")
+                   for f in found.findings)
+
+
+@pytest.mark.parametrize("line, table, category", [
+    # CUDA's own error names a failure whichever file's macro printed it
+    ("Cuda failure 217 'peer access is not supported between these two devices'", "cuda",
+     "p2p"),
+    ("node1:1:2 [0] transport/net_ib.cc:12 NCCL WARN Cuda failure 'out of memory'", "cuda",
+     "out_of_memory"),
+    # an error that says no more than the macro leaves the printing file's subsystem first
+    ("node2:242431:242479 [5] transport/nvls.cc:158 NCCL WARN Cuda failure 1 'invalid "
+     "argument'", "nccl_formats", "p2p"),
+    # a system call's errno in the verbs transport's file is the verbs transport's
+    ("host-01:1:2 [5] ibvwrap.c:262 NCCL WARN Call to ibv_modify_qp failed with 110 Connection "
+     "timed out, on dev mlx5_1:1, curr state INIT, next state RTR", "nccl_formats",
+     "infiniband"),
+])
+def test_a_macro_s_format_gives_way_to_the_cuda_error_it_quotes(line, table, category):
+    from ncclcheck.catalogue.knowledge import lookup
+    best = lookup(line, "WARN")[0]
+    assert (best.table, best.category) == (table, category)

@@ -86,8 +86,12 @@ def test_last_error_echo_is_read_across_block_boundaries():
     text = b"junk line\n" * 3 + b"torch.distributed.DistBackendError: boom\nLast error:\n" \
         b"Invalid rank requested : 6/4\n" + b"tail\n" * 3
     for block in (7, 16, 64, 1 << 20):
-        texts = [c.text for c in Scanner(literal_index(), block=block).lines(io.BytesIO(text))]
-        assert "Invalid rank requested : 6/4" in texts, block
+        found = {c.text: c for c in Scanner(literal_index(), block=block).lines(io.BytesIO(text))}
+        assert "Invalid rank requested : 6/4" in found, block
+        # the line below "Last error:" is NCCL's last warning, whichever block it falls in
+        assert found["Invalid rank requested : 6/4"].last_error, block
+        assert not any(c.last_error for t, c in found.items() if t != "Invalid rank requested "
+                       ": 6/4"), block
 
 
 def test_line_numbers_survive_blocks():

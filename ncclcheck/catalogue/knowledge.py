@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Mapping
 
-from ncclcheck.catalogue.knowledge_index import (CONVERSION, TABLES, WORD, Candidate, Index,
-                                                 format_regex, index, table)
+from ncclcheck.catalogue.knowledge_index import (CONVERSION, NAMED, TABLES, WORD, Candidate,
+                                                 Index, format_regex, index, table)
 
 __all__ = ["CONVERSION", "TABLES", "Hit", "NcclLine", "best", "format_regex", "lookup",
            "parse_nccl", "quoted", "quotes_no_failure", "table"]
@@ -191,13 +191,16 @@ def _nccl_origin(nccl: NcclLine, idx: Index, low: str) -> list[Hit]:
     return found
 
 
-def lookup(line: str) -> list[Hit]:
+def lookup(line: str, nccl_level: str | None = None) -> list[Hit]:
     """Everything the tables say about one log line, most specific first (see HOW); [] when
-    they say nothing."""
+    they say nothing. ``nccl_level``: the line is known to be an NCCL message of that level
+    though it carries no NCCL prefix (torch's "Last error:" echo of NCCL's last warning)."""
     idx = index()
     low = line.lower()
     words = WORD.findall(low)
     nccl = parse_nccl(line)
+    if nccl is None and nccl_level is not None:
+        nccl = NcclLine(nccl_level, line.strip(), None, None, None)
     named = idx.names.keys() & words
     candidates = _candidates(words, idx)
     if not (named or candidates or nccl or NUMBER_GATE.search(line)):
@@ -223,9 +226,32 @@ def lookup(line: str) -> list[Hit]:
         hits.extend((HOW.index(h.how), 0, h) for h in _nccl_origin(nccl, idx, low))
     hits.sort(key=lambda t: (t[0], t[1]))
     seen: set[tuple[str, str, str]] = set()
-    return [hit for _, _, hit in hits
-            if (hit.table, hit.key, hit.how) not in seen
-            and not seen.add((hit.table, hit.key, hit.how))]
+    found = [hit for _, _, hit in hits
+             if (hit.table, hit.key, hit.how) not in seen
+             and not seen.add((hit.table, hit.key, hit.how))]
+    return _quoted_first(found)
+
+
+# What a quoted error of an enumeration says beyond "a call of that library failed".
+_BROAD = frozenset({"cuda", "other", "ok"})
+
+
+def _quoted_first(hits: list[Hit]) -> list[Hit]:
+    """A format of a checks.h macro ("Cuda failure %d '%s'") says only that a call failed,
+    in the subsystem of the file that printed it. A CUDA error it quotes that names a failure
+    of its own ('out of memory', 'peer access is not supported') says what, whichever file
+    printed it; one that says no more ('invalid argument') leaves the file's subsystem first,
+    as does a system call's errno in a subsystem's file (ibv_modify_qp timing out is the
+    verbs transport's). Where the macro's file says nothing, the error it quotes speaks."""
+    if not hits or not (hits[0].how == "format" and hits[0].entry.get("macro")):
+        return hits
+    macro_says = hits[0].category not in _BROAD
+    quoted_error = next((h for h in hits if h.table in NAMED and h.category not in _BROAD
+                         and h.table != "nccl_result"
+                         and (h.table == "cuda" or not macro_says)), None)
+    if quoted_error is None:
+        return hits
+    return [quoted_error, *(h for h in hits if h is not quoted_error)]
 
 
 def best(line: str) -> Hit | None:

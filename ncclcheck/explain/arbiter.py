@@ -24,6 +24,10 @@ wins and never one of its consequences:
    equals the earlier line wins; among consequences a generic one (NCCL's "remote process
    exited") comes after those that say more.
 
+An exception that reports a failed NCCL call and quotes NCCL's last warning below it ("Last
+error:") is read for that warning: it is why the call failed, and says more than the result the
+exception names ("unhandled cuda error" over an NVLS bind that failed is peer-to-peer).
+
 A generic result (NCCL's "unhandled system error", an exception quoting one) says that
 something failed, not what: when it stands first with nothing that names a cause beside it, a
 consequence or a warning that does name one (a verbs provider that did not load, a SHARP
@@ -54,6 +58,7 @@ STANDING: tuple[tuple[Role, Weight | None], ...] = (
     (Role.CONTEXT, None),     # explains a generic failure, never stands alone
 )
 _RANK = {entry: n for n, entry in enumerate(STANDING)}
+QUOTE_WITHIN = 6  # lines from an exception's first line down to the NCCL warning it quotes
 MODEL_STANDING = _RANK[(Role.CAUSE, Weight.MODEL)]
 
 
@@ -86,6 +91,9 @@ def choose_root(findings: Iterable) -> object | None:
         return None
     best = min(standing(f) for f in eligible)
     root = _first([f for f in eligible if standing(f) == best])
+    quoted = _quoted_last_error(root, findings)
+    if quoted is not None:
+        return quoted
     if root.role is Role.CONSEQUENCE:
         # a consequence says that something failed elsewhere; a warning printed before it that
         # names a cause (a net plugin that did not load, a SHARP init error) is that something
@@ -105,6 +113,20 @@ def choose_root(findings: Iterable) -> object | None:
             return min(specific, key=lambda f: (f.role is Role.CAUSE, standing(f),
                                                 -f.signature.priority, f.first.order))
     return root
+
+
+def _quoted_last_error(root, findings: list) -> object | None:
+    """NCCL's last warning, which the exception reporting a failed NCCL call quotes a few
+    lines below its first ("Last error:"), is why the call failed: the exception read for its
+    cause, whatever the exception's own words claimed (NCCL's result says less)."""
+    if root.role is not Role.CAUSE:
+        return None
+    here = root.first
+    quoted = [f for f in findings if f.first.facts.get("last_error") and f.role is Role.CAUSE
+              and f.first.file == here.file and 0 < f.first.line - here.line <= QUOTE_WITHIN
+              and f.signature.category != root.signature.category
+              and is_specific(f.signature, f.first.text)]
+    return min(quoted, key=lambda f: f.first.order) if quoted else None
 
 
 def _same_line(finding, failure) -> bool:

@@ -38,6 +38,7 @@ RATE_TOKENS = (b"it/s", b"s/it", b"samples/s", b"tokens/s", b"tok/s", b"ms/step"
 TOKENS = INFO_TOKENS + CONTEXT_TOKENS + ERROR_TOKENS + RATE_TOKENS  # worth handing on
 LAST_ERROR = b"Last error:"
 NEXT = 4                   # the line was taken because the one above goes on
+REST, QUOTED = 1, 2        # a block ends on a header that goes on: any, torch's "Last error:"
 OVERLAP = 1024             # bytes kept across a cut inside one huge line (longer than a literal)
 HEAD_LINES = 60            # a file's first lines, kept for the text model (the launch, settings)
 TAIL_LINES = 200           # a file's last lines, kept for the text model (how it ended)
@@ -57,6 +58,7 @@ class Candidate:
     error: bool = False              # may be an error line (fallback.py)
     rate: bool = False               # may say how fast the run went (readers/throughput.py)
     kinds: int = 0                   # the flags above as bits (GATE | INFO | ...): who reads it
+    last_error: bool = False         # the rest of torch's "Last error:": NCCL's last warning
 
 
 class Scanner:
@@ -120,7 +122,7 @@ class Scanner:
         self._error_left = MAX_ERROR_LINES
         self._rate_left = MAX_RATE_LINES
         self._head, self._tail = [], []
-        pending_next = False   # the previous block ended on "Last error:"
+        pending_next = 0   # the previous block ended on a header that goes on (REST, QUOTED)
         while True:
             data = stream.read(self.block)
             final = not data
@@ -139,7 +141,7 @@ class Scanner:
                     # literal split across the boundary is still seen; no newline, so the
                     # line number does not move.
                     body, carry = buf, buf[-OVERLAP:]
-                    for cand in self._block(body, line_base, False, 0)[0]:
+                    for cand in self._block(body, line_base, 0, 0)[0]:
                         yield cand
                     continue
                 body, carry = buf[:cut + 1], buf[cut + 1:]
@@ -150,13 +152,16 @@ class Scanner:
             if final:
                 return
 
-    def _block(self, body: bytes, line_base: int, first_line_wanted: bool,
-               info_left: int) -> tuple[list[Candidate], bool, int]:
+    def _block(self, body: bytes, line_base: int, first_line_wanted: int,
+               info_left: int) -> tuple[list[Candidate], int, int]:
         starts: dict[int, int] = {}
         header_of: dict[int, int] = {}  # a NEXT line's start -> the line it may finish
+        quoted: set[int] = set()  # starts of lines that follow torch's "Last error:"
         if first_line_wanted:
             starts[0] = GATE | NEXT
             header_of[0] = line_base - 1
+            if first_line_wanted == QUOTED:
+                quoted.add(0)
         literal_starts, present = self._literal_lines(body)
         for start in literal_starts:
             starts[start] = starts.get(start, 0) | GATE
@@ -180,7 +185,7 @@ class Scanner:
         if not starts:
             return out, False, info_left
         counted_to, number = 0, line_base
-        pending_next = False
+        pending_next = 0
         ordered = sorted(starts)
         index = 0
         queued = -1  # a line taken because the one above goes on: read before ordered[index]
@@ -201,12 +206,15 @@ class Scanner:
             out.append(Candidate(number, raw.decode("utf-8", "replace").rstrip("\r"),
                                  bool(why & GATE), bool(why & INFO), partial(_before, body, start),
                                  header_of.get(start, 0), bool(why & CONTEXT), bool(why & ERROR),
-                                 bool(why & RATE), why & KINDS))
+                                 bool(why & RATE), why & KINDS, start in quoted))
             if why & GATE and GOES_ON.search(raw):
                 nxt = _rest_of(body, start, end + 1)
                 header_of.setdefault(nxt, number)  # a line is the rest of one message
+                last_error = raw.rstrip().endswith(LAST_ERROR)
+                if last_error:
+                    quoted.add(nxt)
                 if nxt >= len(body):
-                    pending_next = True
+                    pending_next = QUOTED if last_error else REST
                 elif nxt not in starts and nxt == end + 1:  # the next start in order: next line
                     starts[nxt] = GATE | NEXT
                     queued = nxt

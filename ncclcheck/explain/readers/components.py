@@ -58,8 +58,17 @@ _COMPONENTS = {"nccl": "NCCL", "glibc": "the C library", "cuda": "CUDA", "torch"
                "gloo": "Gloo", "ibverbs": "the verbs library (ibverbs)", "lightning": "Lightning"}
 
 
-def component_signature(category: Category):
-    """The finding a component's own enumeration reads as, for ``category``."""
+def component_signature(category: Category, last_error: bool = False):
+    """The finding a component's own enumeration reads as, for ``category``; ``last_error``:
+    read from NCCL's last warning that torch's exception quotes ("Last error:")."""
+    if last_error:
+        return category_signature(
+            f"{PREFIX}last_error.{category.value}", category,
+            f"NCCL's last error, quoted by the exception, names a {category.value} failure",
+            "The exception that reported the failed NCCL call quotes NCCL's last warning on "
+            "line {line}: {what}, which NCCL's own tables (generated from its source) file "
+            f"under {category.value}. That warning is why the call failed: the exception "
+            "is read for its cause.", PRIORITY)
     return category_signature(
         PREFIX + category.value, category,
         f"The component that printed the line names a {category.value} failure",
@@ -76,28 +85,32 @@ def read_line(run: Run, line: Line) -> None:
     if claim is not None and not _says_only_that(claim[0]):
         return  # a signature reads the message itself
     weight_of_line = line.weight
-    nccl_warn = is_nccl_warning(line.info.message)
+    # torch's "Last error:" echo: NCCL's last warning, the reason the call it reports failed
+    last_error = cand.last_error
+    nccl_warn = last_error or is_nccl_warning(line.info.message)
     # torch's glog warning that speaks of a failure (a connect that failed with an errno, a
     # bind refused): what failed, read from one line, to explain a failure that followed
     torch_warn = line.info.severity == "W" and weight_of_line >= 1
     failing = weight_of_line >= 2
     if not (nccl_warn or torch_warn or failing):
         return  # neither an error line nor NCCL's warning: nothing failed here
-    known = _known(line.info.message, claim[0] if claim is not None else None)
+    known = _known(line.info.message, claim[0] if claim is not None else None,
+                   "WARN" if last_error else None)
     if known is None or known.category in UNTOLD or known.table not in _TABLES:
         return
-    sig = component_signature(Category(known.category))
+    sig = component_signature(Category(known.category), last_error)
     facts = {"origin": _origin(known), "what": _what(known), "line": line.number,
              "component": known.component, "table": known.table, "key": known.key[:200],
-             "how": known.how}
+             "how": known.how, "last_error": last_error}
     # a warning explains a failure, never stands for one: NCCL's unless it quotes an error or
     # its own words name the failure (it reports one there), torch's always (it carried on:
     # an IPv6 socket that could not be made, then the IPv4 one that worked)
-    warned = torch_warn or (nccl_warn and not _quotes_error(line.info.message)
-                            and not named_by_its_words(known))
+    warned = torch_warn or (nccl_warn and not last_error and not _quotes_error(
+        line.info.message) and not named_by_its_words(known))
     role = Role.CONTEXT if warned and not failing else Role.CAUSE
     # The wrapper's own line read for its cause outranks the wrapper; a line nobody claimed
-    # is read like the keyword cues, from one line, below the reading of the whole run.
+    # is read like the keyword cues, from one line, below the reading of the whole run (the
+    # last error an exception quotes is read for that exception's cause by the arbiter).
     weight = Weight.REASONED if claim is not None else Weight.KEYWORD
     run.findings.add(Hit(sig, facts, line.file, line.number, excerpt(line.text, sig),
                          line.info.rank if line.info.rank is not None else line.file_rank,
@@ -122,24 +135,25 @@ def _quotes_error(message: str) -> bool:
     return any(hit.table in ENUMERATIONS and hit.category not in UNTOLD for hit in _hits(message))
 
 
-def _known(message: str, claimed_by) -> Known | None:
+def _known(message: str, claimed_by, nccl_level: str | None = None) -> Known | None:
     """What the tables say of the line: for a wrapper, the entry it quotes where that names
     more than the wrapper (else nothing: the wrapper said it); for one of NCCL's generic
     results, what another table says (the result's own entry is what its signature read);
-    otherwise the best hit."""
+    otherwise the best hit. ``nccl_level``: the line is NCCL's message with no prefix."""
     if claimed_by is not None and claimed_by.quotes:
         if quoted_category(claimed_by, message) is None:
             return None
         return quoted(message, claimed_by.quotes)
+    hits = _hits(message, nccl_level)
     if claimed_by is not None and claimed_by.generic:
-        return next((hit for hit in _hits(message) if hit.table != "nccl_result"), None)
-    return next(iter(_hits(message)), None)
+        return next((hit for hit in hits if hit.table != "nccl_result"), None)
+    return next(iter(hits), None)
 
 
 @lru_cache(maxsize=4096)  # one lookup per distinct message (ranks repeat theirs)
-def _hits(message: str) -> tuple[Known, ...]:
+def _hits(message: str, nccl_level: str | None = None) -> tuple[Known, ...]:
     """Everything the tables say of a message, most specific first (knowledge.lookup)."""
-    return tuple(lookup(message))
+    return tuple(lookup(message, nccl_level))
 
 
 def _origin(known: Known) -> str:
