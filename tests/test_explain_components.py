@@ -244,3 +244,28 @@ def test_a_macro_s_format_gives_way_to_the_cuda_error_it_quotes(line, table, cat
     from ncclcheck.catalogue.knowledge import lookup
     best = lookup(line, "WARN")[0]
     assert (best.table, best.category) == (table, category)
+
+
+# world/dev/c3-009 (aws-ofi-nccl in a container without /dev/infiniband) and c4-022 (an older
+# plugin release on a host with no EFA provider): the plugin's function, not a file, before
+# NCCL's WARN
+OFI_GETINFO = ("[2025-10-16 22:16:08] ip-172-31-3-90:1929:1937 [0] nccl_net_ofi_rdma_init:7978 "
+               "NCCL WARN NET/OFI OFI fi_getinfo() call failed: No data available")
+OFI_NO_PROVIDER = ("ip-172-31-9-96:26565:26565 [0] get_ofi_provider:312 NCCL WARN NET/OFI Could "
+                   "not find any optimal provider")
+
+
+def test_the_net_plugin_s_warning_that_quotes_an_error_is_its_failure(tmp_path):
+    """The plugin's own formats (generated from its source) say who printed the line; the
+    errno text it quotes says a call failed: a net-plugin failure, with no signature."""
+    found = _explain(tmp_path, OFI_GETINFO + "\n", _without("ofi.no_provider"))
+    assert found.root is not None and found.root.signature.id == "component.net_plugin"
+    assert found.root.first.facts["table"] == "net_plugin_formats"
+    assert found.root.first.facts["component"] == "aws-ofi-nccl"
+
+
+def test_the_net_plugin_s_warning_that_quotes_no_error_stays_context(tmp_path):
+    """NCCL falls back to its socket transport when the plugin finds no provider: alone, that
+    warning is no failure (a root cause needs one)."""
+    found = _explain(tmp_path, OFI_NO_PROVIDER + "\n", _without("ofi.no_provider"))
+    assert found.root is None

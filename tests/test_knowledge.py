@@ -33,7 +33,7 @@ import knowledge_ncclresult  # noqa: E402
 import knowledge_torch  # noqa: E402
 
 HEADER = ("table", "component", "origin", "version", "generated_by", "rule", "entries")
-COMPONENTS = {"nccl", "glibc", "cuda", "torch", "gloo", "ibverbs", "lightning"}
+COMPONENTS = {"nccl", "glibc", "cuda", "torch", "gloo", "ibverbs", "lightning", "aws-ofi-nccl"}
 SITE = Path(sysconfig.get_paths()["purelib"])
 
 
@@ -57,6 +57,17 @@ def test_the_nccl_formats_come_from_at_least_three_releases_and_every_file_has_a
     assert {e["file"] for e in data["entries"]} <= set(data["files"])
     assert set(data["files"].values()) <= set(CATEGORIES)
     assert set(data["line_shapes"]) == releases
+
+
+def test_the_net_plugin_s_formats_come_from_at_least_three_releases():
+    """aws-ofi-nccl's own messages, as its macros print them ("NET/OFI " first), each filed
+    under the net plugin whatever it says."""
+    data = table("net_plugin_formats")
+    releases = {r for e in data["entries"] for r in e["releases"]}
+    assert len(releases) >= 3 and releases == set(data["version"].split(", "))
+    assert {e["level"] for e in data["entries"]} == {"WARN", "INFO"}
+    assert all(e["format"].startswith("NET/OFI ") for e in data["entries"])
+    assert {e["category"] for e in data["entries"]} == {"net_plugin"}
 
 
 def test_named_tables_are_whole_enumerations():
@@ -174,16 +185,19 @@ def test_the_installed_release_s_messages_regenerate_exactly(name, build, versio
     assert build([SITE])["entries"] == _one_release(name, here)
 
 
-@pytest.mark.parametrize("name", ["nccl_formats", "ibverbs"])
+@pytest.mark.parametrize("name", ["nccl_formats", "ibverbs", "net_plugin_formats"])
 def test_the_repository_tables_regenerate_byte_for_byte(name):
-    """Needs the fetched NVIDIA/nccl or linux-rdma/rdma-core git directory, named by
-    NCCLCHECK_NCCL_GIT_DIR / NCCLCHECK_RDMA_CORE_GIT_DIR; the structure is tested above."""
+    """Needs the fetched NVIDIA/nccl, linux-rdma/rdma-core or aws/aws-ofi-nccl git directory,
+    named by NCCLCHECK_NCCL_GIT_DIR / NCCLCHECK_RDMA_CORE_GIT_DIR / NCCLCHECK_OFI_GIT_DIR; the
+    structure is tested above."""
     import make_knowledge  # deferred: only where the repository is at hand
     variable = {"nccl_formats": "NCCLCHECK_NCCL_GIT_DIR",
-                "ibverbs": "NCCLCHECK_RDMA_CORE_GIT_DIR"}[name]
+                "ibverbs": "NCCLCHECK_RDMA_CORE_GIT_DIR",
+                "net_plugin_formats": "NCCLCHECK_OFI_GIT_DIR"}[name]
     if not os.environ.get(variable):
         pytest.skip(f"{variable} is not set: the repository {name} is read from is not here")
-    option = {"nccl_formats": "--nccl", "ibverbs": "--rdma-core"}[name]
+    option = {"nccl_formats": "--nccl", "ibverbs": "--rdma-core",
+              "net_plugin_formats": "--ofi"}[name]
     assert make_knowledge.main([name, option, os.environ[variable], "--check"]) == 0
 
 
@@ -244,6 +258,11 @@ def _line(path: str, contains: str) -> str:
      "nccl_formats", "nccl", "infiniband", "file"),
     ("world/dev/c12-002-graphnet-lightning-ddp-interactive.log", "MisconfigurationException",
      "lightning", "lightning", "configuration", "text"),
+    # the AWS OFI net plugin prints its function, not its file: its own formats place it
+    ("world/dev/c3-009-aws-ofi-nccl-container-missing-dev-infiniband.log", "fi_getinfo",
+     "net_plugin_formats", "aws-ofi-nccl", "net_plugin", "format"),
+    ("world/dev/c4-022-nccl246-efa-ofi-no-optimal-provider-socket-fallback.log",
+     "optimal provider", "net_plugin_formats", "aws-ofi-nccl", "net_plugin", "format"),
     ("world/dev/c12-008-dofa-lightning-requested-gpu-cuda-visible-devices.log", "requested gpu",
      "lightning", "lightning", "rank_mismatch", "text"),
 ])

@@ -44,7 +44,7 @@ RESULT = re.compile(r"-> (\d+)(?: \(|$| \[)")
 class Hit:
     """One table entry a line matched."""
 
-    table: str  # errno, eai, cuda, nccl_result, ibverbs, nccl_formats, torch, lightning
+    table: str  # errno, eai, cuda, nccl_result, ibverbs, nccl_formats, net_plugin_formats, ...
     key: str  # the name, text, message or NCCL format matched (for file/tag: the file or tag)
     category: str
     component: str  # nccl, glibc, cuda, torch, gloo, ibverbs, lightning

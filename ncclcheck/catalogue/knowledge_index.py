@@ -27,7 +27,9 @@ from typing import Any, Mapping
 
 from ncclcheck.catalogue.compiled import FOLDER, digest
 
-TABLES = ("errno", "eai", "cuda", "nccl_result", "ibverbs", "nccl_formats", "torch", "lightning")
+TABLES = ("errno", "eai", "cuda", "nccl_result", "ibverbs", "nccl_formats", "net_plugin_formats",
+          "torch", "lightning")
+FORMATS = ("nccl_formats", "net_plugin_formats")  # printf formats printed through NCCL's logger
 KNOWLEDGE_DIR = "knowledge"  # under ncclcheck/catalogue/: one <table>.json per table
 COMPILED_INDEX = "knowledge_index.json"  # under ncclcheck/catalogue/: the anchors chosen
 NAMED = ("errno", "eai", "cuda", "nccl_result", "ibverbs")  # entries with a `name`
@@ -175,7 +177,7 @@ def _candidate(name: str, entry: Mapping[str, Any]) -> Candidate:
             text = text.split(" (")[0]
         return Candidate(name, entry, text, text, (text.lower(),), len(text),
                          CONTEXT.get(name, ()))
-    if name == "nccl_formats":
+    if name in FORMATS:
         line = telling_line(entry["format"], first=True)
         pieces = chunks(line)
         return Candidate(name, entry, entry["format"], line, pieces, sum(map(len, pieces)),
@@ -188,7 +190,7 @@ def _candidate(name: str, entry: Mapping[str, Any]) -> Candidate:
 def _text_candidates() -> list[tuple[tuple[str, int], Candidate]]:
     """Every entry a line may match by its text, with its table and place in it."""
     found = []
-    for name in NAMED + ("torch", "lightning", "nccl_formats"):
+    for name in NAMED + ("torch", "lightning") + FORMATS:
         for place, entry in enumerate(table(name)["entries"]):
             if name in NAMED and (entry.get("ok") or not entry.get("text")):
                 continue

@@ -21,9 +21,16 @@ CALLS: dict[str, tuple[int, str]] = {
     "INFO_LOC": (1, "INFO"), "TRACE_LOC": (1, "TRACE"), "INFO_LOC_FN": (4, "INFO"),
     "TRACE_LOC_FN": (4, "TRACE"),
 }
+
+
+def call_regex(macros: dict[str, tuple[int, str]]) -> re.Pattern[str]:
+    """Where a call of one of ``macros`` starts: its name and opening parenthesis."""
+    return re.compile(r"\b(" + "|".join(sorted(macros, key=len, reverse=True)) + r")\s*\(")
+
+
+CALL = call_regex(CALLS)
 # INFO_LOC* print their call site first ("%s:%d (%s) " fmt), from 2.2x on
 LOC_PREFIX = "%s:%d (%s) "
-CALL = re.compile(r"\b(" + "|".join(sorted(CALLS, key=len, reverse=True)) + r")\s*\(")
 SOURCE = re.compile(r"^src/.+\.(cc|cu|h|cpp|c|hpp|cuh)$")
 PRI = {"PRId64": "ld", "PRIi64": "ld", "PRIu64": "lu", "PRIx64": "lx", "PRIX64": "lX",
        "PRId32": "d", "PRIu32": "u", "PRIx32": "x", "PRIuPTR": "lu", "PRIxPTR": "lx"}
@@ -131,11 +138,15 @@ def in_define(text: str, pos: int) -> bool:
     return text[start:pos].lstrip().startswith("#")
 
 
-def calls(text: str) -> list[Call]:
+def calls(text: str, macros: dict[str, tuple[int, str]] | None = None) -> list[Call]:
+    """The log calls of one source file; ``macros`` (name -> format argument, level) for a
+    program logging through macros of its own (a net plugin's), NCCL's by default."""
     clean = blank_comments(text)
     found = []
-    for m in CALL.finditer(clean):
-        index, level = CALLS[m[1]]
+    macros = macros or CALLS
+    pattern = CALL if macros is CALLS else call_regex(macros)
+    for m in pattern.finditer(clean):
+        index, level = macros[m[1]]
         args = split_args(clean, m.end() - 1)
         if args is None or len(args) <= index:
             continue

@@ -53,9 +53,11 @@ PRIORITY = 45  # below the signatures that name a message, above the guesses
 # The tables read from the software's own enumerations and sources (a name, a number, a source
 # file); torch's and Lightning's message tables file messages by their words, which the
 # signatures and the text model already read.
-_TABLES = frozenset({"errno", "eai", "cuda", "nccl_result", "ibverbs", "nccl_formats"})
+_TABLES = frozenset({"errno", "eai", "cuda", "nccl_result", "ibverbs", "nccl_formats",
+                     "net_plugin_formats"})
 _COMPONENTS = {"nccl": "NCCL", "glibc": "the C library", "cuda": "CUDA", "torch": "torch",
-               "gloo": "Gloo", "ibverbs": "the verbs library (ibverbs)", "lightning": "Lightning"}
+               "gloo": "Gloo", "ibverbs": "the verbs library (ibverbs)", "lightning": "Lightning",
+               "aws-ofi-nccl": "the AWS OFI net plugin (aws-ofi-nccl)"}
 
 
 def component_signature(category: Category, last_error: bool = False):
@@ -130,9 +132,11 @@ def _says_only_that(sig) -> bool:
 
 def _quotes_error(message: str) -> bool:
     """Whether an NCCL warning quotes an error of an enumeration (a verbs work completion or
-    async event that failed, the errno of a failed call, a CUDA error, an NCCL result): NCCL
-    reports a failure there, not a fallback it carries on from ("No device found")."""
-    return any(hit.table in ENUMERATIONS and hit.category not in UNTOLD for hit in _hits(message))
+    async event that failed, the errno of a failed call, a CUDA error, an NCCL result), even
+    one that names no category of its own ("No data available" from the net plugin's
+    fi_getinfo): NCCL reports a failure there, not a fallback it carries on from ("No device
+    found"); the category is the printer's."""
+    return any(hit.table in ENUMERATIONS and hit.category != "ok" for hit in _hits(message))
 
 
 def _known(message: str, claimed_by, nccl_level: str | None = None) -> Known | None:
