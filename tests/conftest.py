@@ -141,3 +141,12 @@ def slurm_cluster(tmp_path_factory):
     cluster.stop()
     left = cluster.running_pids()
     assert not left, f"Slurm processes still running after teardown: {left}"
+
+
+@pytest.fixture(scope="session")
+def cycling_real_dump(tmp_path_factory) -> bytes:
+    """300 collectives (all_reduce, every third a broadcast) in a 200-entry buffer, written
+    once for the session by torch's own flight recorder over Gloo (one rank, a subprocess):
+    the ring wrapped. Read-only bytes, shared by every module that reads a wrapped real dump."""
+    from frdumps import CYCLING_COLLECTIVES, torch_dump
+    return torch_dump(tmp_path_factory.mktemp("real-cycling"), 200, CYCLING_COLLECTIVES)

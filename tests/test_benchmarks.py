@@ -21,12 +21,19 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = sorted(path.name for path in (ROOT / "benchmarks").glob("*.py")
                  if 'if __name__ == "__main__":' in path.read_text("utf-8"))
 
-# Smokes that take tens of seconds (multi-process sweeps, three engines over two logs): these
-# run in the full suite only. Every other script's smoke takes a few seconds and stays in the
-# quick loop.
+# Smokes that take more than two seconds on a 2-core machine (multi-process sweeps, three
+# engines over two logs, a child process per command, the corpus under every transformation):
+# these run in the full suite only. Every other script's smoke takes a second or two and stays
+# in the quick loop.
 SLOW_SMOKES = {
     "bench_fidelity.py",  # ncclcheck's sweep and a bare torch.distributed loop, 2 ranks each
     "explain_speed.py",  # a child explain per engine and log, pure-Python engines at ~0.4 MB/s
+    "explain_unseen_wording.py",  # explain per signature left out (4 s)
+    "explain_startup.py",  # fresh interpreters, three rounds of three commands (4 s)
+    "explain_invariance.py",  # the logs under all 21 transformations (3 s)
+    "mesh_scale.py",  # (3 s)
+    "gather_scale.py",  # (2 s)
+    "fr_scale.py",  # (2 s)
 }
 QUICK_DEADLINE_S = 120.0
 SLOW_DEADLINE_S = 300.0
@@ -88,6 +95,7 @@ def test_benchmark_smoke_runs_and_prints_numbers(name):
     assert A_NUMBER.search(done.stdout), f"benchmarks/{name} --smoke printed no numbers\n{tail}"
 
 
+@pytest.mark.slow  # child explains of two logs, several runs each (4 s)
 def test_explain_speed_reports_the_median_of_several_runs():
     """--runs N: each command timed N times, the median shown with the range."""
     done = _run_smoke("explain_speed.py", SLOW_DEADLINE_S, "--engine", "aho", "--runs", "3")

@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from frdumps import (CYCLING_COLLECTIVES, entry, explain_limited, nest_shared, torch_dump,
-                     write)
+from frdumps import entry, explain_limited, nest_shared, write
 from ncclcheck.flightrec.analyze import analyze
 from ncclcheck.flightrec.bounded import FLOOR, MAX_DEPTH, PER_BYTE, Budget, Overgrown
 from ncclcheck.flightrec.load import DumpError, read_dump
@@ -25,10 +24,10 @@ CPU_SECONDS = 20
 FEW_SECONDS = 8.0                  # start-up included, on a busy machine; the walk is ms
 
 
-@pytest.fixture(scope="module")
-def real_dump(tmp_path_factory) -> bytes:
-    """300 collectives in a 200-entry buffer: explain first cuts the newest 64."""
-    return torch_dump(tmp_path_factory.mktemp("real"), 200, CYCLING_COLLECTIVES)
+@pytest.fixture
+def real_dump(cycling_real_dump) -> bytes:
+    """300 collectives in a 200-entry buffer: explain first cuts the newest 64. (conftest's, made once a session)"""
+    return cycling_real_dump
 
 
 def _explain_limited(folder: Path) -> tuple[dict, float]:

@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from frdumps import (CYCLING_COLLECTIVES, claim_length, claim_memo_slot, entry,
-                     explain_limited, mutated, torch_dump)
+from frdumps import claim_length, claim_memo_slot, entry, explain_limited, mutated
 from ncclcheck.flightrec.claims import Overclaim, check_claims
 from ncclcheck.flightrec.load import DumpError, read_dump
 
@@ -24,10 +23,10 @@ CPU_SECONDS = 30
 MEMO_OPS = {"PUT", "BINPUT", "LONG_BINPUT", "GET", "BINGET", "LONG_BINGET"}
 
 
-@pytest.fixture(scope="module")
-def real_dump(tmp_path_factory) -> bytes:
-    """300 collectives in a 200-entry buffer: more than the newest entries explain cuts."""
-    return torch_dump(tmp_path_factory.mktemp("real"), 200, CYCLING_COLLECTIVES)
+@pytest.fixture
+def real_dump(cycling_real_dump) -> bytes:
+    """300 collectives in a 200-entry buffer: more than the newest entries explain cuts. (conftest's, made once a session)"""
+    return cycling_real_dump
 
 
 def _explain(folder: Path) -> dict:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from frdumps import Hostile, entry, mutated, torch_dump, write
+from frdumps import Hostile, entry, mutated, write
 from ncclcheck.explain import hangs
 from ncclcheck.explain.engine import explain
 from ncclcheck.explain.findings import Findings
@@ -22,12 +22,10 @@ from ncclcheck.flightrec.load import KEPT_NEWEST, DumpError, read_dump
 WINDOW = hangs.FIRST_WINDOW
 
 
-@pytest.fixture(scope="module")
-def real_dump(tmp_path_factory) -> bytes:
-    """300 collectives (all_reduce and broadcast) in a 200-entry buffer: the ring wrapped."""
-    return torch_dump(tmp_path_factory.mktemp("real"), 200,
-                      "for i in range(300):\n"
-                      "    dist.broadcast(t, 0) if i % 3 == 0 else dist.all_reduce(t)\n")
+@pytest.fixture
+def real_dump(cycling_real_dump) -> bytes:
+    """300 collectives (all_reduce and broadcast) in a 200-entry buffer: the ring wrapped. (conftest's, made once a session)"""
+    return cycling_real_dump
 
 
 def _both(path: Path):
