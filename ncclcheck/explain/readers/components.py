@@ -103,7 +103,7 @@ def read_line(run: Run, line: Line) -> None:
     sig = component_signature(Category(known.category), last_error)
     facts = {"origin": _origin(known), "what": _what(known), "line": line.number,
              "component": known.component, "table": known.table, "key": known.key[:200],
-             "how": known.how, "last_error": last_error}
+             "how": known.how, **({"last_error": True} if last_error else {})}
     # a warning explains a failure, never stands for one: NCCL's unless it quotes an error or
     # its own words name the failure (it reports one there), torch's always (it carried on:
     # an IPv6 socket that could not be made, then the IPv4 one that worked)
