@@ -13,8 +13,11 @@ from __future__ import annotations
 import pytest
 
 from ncclcheck.catalogue import Catalogue, load
+from ncclcheck.catalogue.knowledge import lookup
 from ncclcheck.catalogue.parse import build
-from ncclcheck.explain.engine import explain
+from ncclcheck.explain.engine import SHIPPED, explain
+from ncclcheck.explain.fallback import line_weight
+from ncclcheck.explain.lines import parse_line
 
 # world/dev/c1-004 (NCCL 2.7.3 in a container with a 64 MB /dev/shm)
 FALLOCATE = "include/shm.h:28 NCCL WARN Call to posix_fallocate failed: No space left on device"
@@ -121,8 +124,6 @@ def test_torch_warnings_alone_are_no_failure(tmp_path, stamp):
 def test_torch_s_severity_is_read_from_both_of_its_stamps(line, severity):
     """torch up to 2.0 stamps ``[E file.cpp:N]``, later glog's ``[E0906 12:16:32 ...]``; an
     error it logged is a failure line whatever its words ("before timing out")."""
-    from ncclcheck.explain.fallback import line_weight
-    from ncclcheck.explain.lines import parse_line
     info = parse_line(line)
     assert info.severity == severity
     assert line_weight(info.message, info.severity) == (2.0 if severity == "E" else 1.0)
@@ -203,7 +204,6 @@ def test_a_last_error_read_from_one_line_does_not_outrank_the_reading_of_the_run
     """ncclRemoteError is a consequence, not a wrapper of a cause: the last error it quotes
     ("Connection closed by remote peer") is read from one line, below the text model's
     reading of the whole run (a peer that went away), as any line nobody claimed."""
-    from ncclcheck.explain.engine import SHIPPED
     text = ("[rank1]: torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/"
             "distributed/c10d/NCCLUtils.hpp:268, remote process exited or there was a network "
             "error, NCCL version 2.21.5\n"
@@ -241,7 +241,6 @@ def test_a_line_that_does_not_follow_last_error_is_not_read_as_nccl_s_warning(tm
      "infiniband"),
 ])
 def test_a_macro_s_format_gives_way_to_the_cuda_error_it_quotes(line, table, category):
-    from ncclcheck.catalogue.knowledge import lookup
     best = lookup(line, "WARN")[0]
     assert (best.table, best.category) == (table, category)
 

@@ -111,8 +111,7 @@ def _macro_category(entry: Mapping[str, Any], nccl: NcclLine | None, idx: Index)
     subsystem says more than the macro's words, unless it says nothing (other)."""
     if not entry.get("macro") or nccl is None or nccl.file is None:
         return None
-    category = idx.files.get(nccl.file) or next(
-        (c for p, c in idx.file_rules if re.search(p, nccl.file)), None)
+    category = _file_category(nccl.file, idx, by_folder=False)
     return category if category and category != "other" else None
 
 
@@ -160,10 +159,11 @@ def _formats(level: str, message: str) -> tuple[Candidate, ...]:
     return tuple(c for c in found if c.matches(low, message))
 
 
-def _file_category(file: str, idx: Index) -> str | None:
-    """The category NCCL's source ``file`` (src/-relative) is filed under, by its subsystem."""
+def _file_category(file: str, idx: Index, by_folder: bool = True) -> str | None:
+    """The category NCCL's source ``file`` (src/-relative) is filed under, by its subsystem;
+    ``by_folder``: a file the table does not list takes its folder's category."""
     return (idx.files.get(file) or next((c for p, c in idx.file_rules if re.search(p, file)), None)
-            or idx.folders.get(file.rpartition("/")[0]))
+            or (idx.folders.get(file.rpartition("/")[0]) if by_folder else None))
 
 
 def named_by_its_words(hit: Hit) -> bool:

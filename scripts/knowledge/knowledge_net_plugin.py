@@ -17,14 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from knowledge_common import table
-from knowledge_nccl_formats import literal_chars, release_of
+from knowledge_nccl_formats import COLUMNS, literal_chars, release_of
 from nccl_source import calls, git
 
 # the plugin's logging macros (include/nccl_ofi_log.h): name -> format argument, level
 MACROS: dict[str, tuple[int, str]] = {"NCCL_OFI_WARN": (0, "WARN"), "NCCL_OFI_INFO": (1, "INFO")}
 PREFIX = "NET/OFI "  # what the macros put before every format
 SOURCE = re.compile(r"^(?:src|include)/.+\.(?:c|cc|cpp|h|hpp)$")
-COLUMNS = ["format", "level", "file", "releases", "category", "subsys", "macro"]
 RULE = ("every message the plugin prints is the net plugin's (NCCL's network goes through it): "
         "net_plugin; what failed inside it is read from the error it quotes")
 
